@@ -1,0 +1,1 @@
+"""SageMaker integration: request building and submission (job.py), container side (entrypoint.py)."""
