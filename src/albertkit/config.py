@@ -163,7 +163,8 @@ class SquadData(_Section):
     max_query_length: int = Field(64, gt=0)
     n_best_size: int = Field(20, gt=0)
     max_answer_length: int = Field(30, gt=0)
-    do_lower_case: bool = True
+    null_score_diff_threshold: float = 0.0  # v2.0: predict "" when null - best span > this
+    do_lower_case: bool | None = None  # None = the tokenizer directory's own setting
 
     @model_validator(mode="after")
     def _check_lengths(self):
@@ -198,7 +199,7 @@ class ClassificationData(_Section):
     labels: list[str] | None = None
     regression: bool | None = None
     max_seq_length: int = Field(128, gt=8)
-    do_lower_case: bool = True
+    do_lower_case: bool | None = None  # None = the tokenizer directory's own setting
 
 
 DataConfig = Annotated[

@@ -1,0 +1,188 @@
+"""The ONE training step shared by every task (pretraining, SQuAD, classification) and backend.
+
+This module alone decides ``tf.function``, ``jit_compile``, loss scaling and gradient
+accumulation. A step has two parts, for every backend:
+
+1. ``compute`` (XLA-compiled when ``runtime.xla``): loops over the ``accum`` micro-batches of
+   one optimizer step *inside the graph* (a ``tf.while_loop``, no Python loop per
+   micro-batch, no host-side accumulators), returning the mean gradient and summed stats.
+2. ``apply`` (a plain ``tf.function``): mean-reduces gradients across replicas, unscales,
+   checks finiteness, clips by global norm, applies the optimizer and updates the dynamic
+   loss scale.
+
+They are split because collectives cannot be compiled by XLA on CPU ("Collectives are not
+yet implemented for CPU devices when compiling with XLA") and Horovod's all-reduce has no
+XLA kernel at all: the math that benefits from fusion is compiled, the communication is not.
+
+Batches given to :meth:`TrainStep.__call__` carry a leading accumulation axis:
+``[accum, micro_batch, ...]``.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from albertkit.config import RuntimeConfig
+from albertkit.distributed.base import Distributor
+from albertkit.tasks.base import Batch, Stats, Task
+
+
+class TrainStep:
+    """Forward, backward, accumulate, reduce, clip and apply: one optimizer step.
+
+    Args:
+        task: supplies ``loss_and_stats(model, batch, training)``.
+        model: the built Keras model.
+        optimizer: a built-or-unbuilt Keras 3 optimizer (built here on the trainable vars).
+        distributor: the data-parallel backend (``SingleProcess`` for one process).
+        runtime: precision, XLA, eager, loss-scale settings.
+        accumulation_steps: micro-batches per optimizer step on each replica.
+        clip_norm: global-norm clipping threshold after reduction (``None`` = no clipping).
+
+    Example:
+        >>> step = TrainStep(task, model, optimizer, SingleProcess(), cfg.runtime, 2, 1.0)
+        >>> metrics = step(batch)  # batch leaves shaped [2, micro_batch, ...]
+    """
+
+    def __init__(
+        self,
+        task: Task,
+        model: keras.Model,
+        optimizer: keras.optimizers.Optimizer,
+        distributor: Distributor,
+        runtime: RuntimeConfig,
+        accumulation_steps: int,
+        clip_norm: float | None,
+    ) -> None:
+        self.task = task
+        self.model = model
+        self.optimizer = optimizer
+        self.distributor = distributor
+        self.accumulation_steps = int(accumulation_steps)
+        self.clip_norm = clip_norm
+        self.dynamic_loss_scale = runtime.precision == "mixed_float16"
+        self.growth_interval = runtime.loss_scale_growth_interval
+        self.variables = list(model.trainable_variables)
+        with distributor.scope():
+            if not optimizer.built:
+                optimizer.build(self.variables)
+            # Step-level state that must survive a restart (saved in checkpoints).
+            init_scale = runtime.initial_loss_scale if self.dynamic_loss_scale else 1.0
+            self.loss_scale = keras.Variable(init_scale, dtype="float32", trainable=False,
+                                             name="loss_scale")
+            self.good_steps = keras.Variable(0, dtype="int64", trainable=False, name="good_steps")
+            self.skipped_steps = keras.Variable(0, dtype="int64", trainable=False,
+                                                name="skipped_steps")
+        if runtime.eager:
+            self._compute, self._apply, self._eval = self.compute, self.apply, self.eval_stats
+        else:
+            self._compute = tf.function(self.compute, jit_compile=runtime.xla, reduce_retracing=True)
+            self._apply = tf.function(self.apply, reduce_retracing=True)
+            self._eval = tf.function(self.eval_stats, jit_compile=runtime.xla,
+                                     reduce_retracing=True)
+        self._train = self._replica_step if runtime.eager else tf.function(self._replica_step)
+
+    @property
+    def state_variables(self) -> list:
+        return [self.loss_scale, self.good_steps, self.skipped_steps]
+
+    # ------------------------------------------------------------------ compute (XLA)
+    def _micro(self, batch: Batch, scale: tf.Tensor) -> tuple[list[tf.Tensor], Stats]:
+        with tf.GradientTape() as tape:
+            loss, stats = self.task.loss_and_stats(self.model, batch, training=True)
+            scaled = loss * scale
+        grads = tape.gradient(scaled, self.variables)
+        grads = [
+            tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+            for g, v in zip(grads, self.variables, strict=True)
+        ]
+        return [tf.cast(g, tf.float32) for g in grads], stats
+
+    def compute(self, batch: Batch, scale: tf.Tensor) -> tuple[list[tf.Tensor], Stats]:
+        """Mean (scaled) gradient over ``accum`` micro-batches and summed stats."""
+
+        def micro(i):
+            return self._micro({k: v[i] for k, v in batch.items()}, scale)
+
+        grads, stats = micro(0)
+        if self.accumulation_steps > 1:
+            # In-graph accumulation: one while_loop, the accumulators are loop variables.
+            def body(i, g_acc, s_acc):
+                g, s = micro(i)
+                g_acc = [a + b for a, b in zip(g_acc, g, strict=True)]
+                s_acc = {k: s_acc[k] + s[k] for k in s_acc}
+                return i + 1, g_acc, s_acc
+
+            _, grads, stats = tf.while_loop(
+                lambda i, *_: i < self.accumulation_steps,
+                body,
+                (tf.constant(1), grads, stats),
+            )
+            grads = [g / float(self.accumulation_steps) for g in grads]
+        return grads, stats
+
+    # ------------------------------------------------------------------ apply (no XLA)
+    def apply(self, grads: list[tf.Tensor], stats: Stats) -> dict[str, tf.Tensor]:
+        """Reduce across replicas, unscale, skip if non-finite, clip, apply, update scale."""
+        # Each replica holds the mean over its own micro-batches; the mean over replicas is
+        # then the mean over the global batch (all replicas see equally many examples).
+        grads = self.distributor.reduce_mean(grads)
+        stats = self.distributor.reduce_sum(stats)
+        scale = tf.convert_to_tensor(self.loss_scale)
+        if self.dynamic_loss_scale:
+            grads = [g / scale for g in grads]
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+        if self.clip_norm is not None:
+            grads, grad_norm = tf.clip_by_global_norm(grads, self.clip_norm)
+        else:
+            grad_norm = tf.linalg.global_norm(grads)
+
+        def do_apply():
+            self.optimizer.apply(grads, self.variables)
+            return tf.constant(True)
+
+        applied = tf.cond(finite, do_apply, lambda: tf.constant(False))
+        self._update_loss_scale(applied)
+        out = dict(stats)
+        out["grad_norm"] = grad_norm
+        out["loss_scale"] = tf.convert_to_tensor(self.loss_scale)
+        out["finite"] = tf.cast(applied, tf.float32)
+        return out
+
+    def _update_loss_scale(self, finite: tf.Tensor) -> None:
+        if not self.dynamic_loss_scale:
+            self.skipped_steps.assign_add(tf.cast(tf.logical_not(finite), tf.int64))
+            return
+        # Dynamic loss scaling (Micikevicius et al. 2018): halve on overflow and skip the
+        # update; double after `growth_interval` consecutive finite steps.
+        grown = self.good_steps + 1 >= self.growth_interval
+        new_scale = tf.where(
+            finite,
+            tf.where(grown, self.loss_scale * 2.0, self.loss_scale),
+            tf.maximum(self.loss_scale / 2.0, 1.0),
+        )
+        self.loss_scale.assign(new_scale)
+        self.good_steps.assign(tf.where(finite & ~grown, self.good_steps + 1, 0))
+        self.skipped_steps.assign_add(tf.cast(tf.logical_not(finite), tf.int64))
+
+    # ------------------------------------------------------------------ entry points
+    def _replica_step(self, batch: Batch) -> dict[str, tf.Tensor]:
+        grads, stats = self._compute(batch, tf.convert_to_tensor(self.loss_scale))
+        return self._apply(grads, stats)
+
+    def __call__(self, batch: Batch) -> dict[str, tf.Tensor]:
+        """Run one optimizer step; returns summed stats plus grad_norm/loss_scale/finite."""
+        return self.distributor.local_value(self.distributor.run(self._train, batch))
+
+    def eval_stats(self, batch: Batch) -> Stats:
+        _, stats = self.task.loss_and_stats(self.model, batch, training=False)
+        return stats
+
+    def evaluate_batch(self, batch: Batch) -> Stats:
+        """Summed stats of one evaluation batch ``[micro_batch, ...]``, over all replicas."""
+
+        def replica(b):
+            return self.distributor.reduce_sum(self._eval(b))
+
+        return self.distributor.local_value(self.distributor.run(replica, batch))

@@ -1,0 +1,130 @@
+"""The shared training step: accumulation, XLA, precisions, loss scaling, learning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albertkit.config import TrainerConfig
+from albertkit.distributed.single import SingleProcess
+from albertkit.step import TrainStep
+from albertkit.tasks import build_task
+from albertkit.trainer import resolve_spec
+
+SEQ, PREDS, VOCAB = 16, 4, 97
+
+
+def config(**runtime) -> TrainerConfig:
+    return TrainerConfig.from_dict({
+        "model": {"size": "tiny", "vocab_size": VOCAB, "hidden_size": 32, "embedding_size": 16,
+                  "num_attention_heads": 2, "intermediate_size": 64,
+                  "max_position_embeddings": 64, "classifier_dropout_prob": 0.0},
+        "data": {"kind": "synthetic", "seq_length": SEQ, "max_predictions_per_seq": PREDS},
+        "optimizer": {"kind": "adamw", "learning_rate": 1e-3},
+        "runtime": {"micro_batch_size": 8, "global_batch_size": 8, "max_steps": 100,
+                    "xla": False, **runtime},
+    })
+
+
+def fixed_batch(n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Pretraining examples with padding and one weight per prediction slot."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(SEQ // 2, SEQ + 1, size=n)
+    ids = rng.integers(5, VOCAB, size=(n, SEQ)).astype(np.int32)
+    mask = (np.arange(SEQ)[None, :] < lengths[:, None]).astype(np.int32)
+    ids *= mask
+    seg = ((np.arange(SEQ)[None, :] >= lengths[:, None] // 2) * mask).astype(np.int32)
+    pos = np.stack([rng.choice(np.arange(1, lengths[i]), PREDS, replace=False)
+                    for i in range(n)]).astype(np.int32)
+    return {
+        "input_ids": ids, "input_mask": mask, "segment_ids": seg,
+        "masked_lm_positions": pos,
+        "masked_lm_ids": np.take_along_axis(ids, pos, 1).astype(np.int32),
+        "masked_lm_weights": np.ones((n, PREDS), np.float32),
+        "next_sentence_labels": rng.integers(0, 2, size=n).astype(np.int32),
+    }
+
+
+def build(cfg: TrainerConfig, accum: int = 1):
+    import keras
+
+    keras.utils.set_random_seed(0)
+    task = build_task(cfg, resolve_spec(cfg))
+    model = task.build_model()
+    opt = cfg.optimizer.build(cfg.runtime.max_steps)
+    return task, model, TrainStep(task, model, opt, SingleProcess(), cfg.runtime, accum,
+                                  cfg.optimizer.clip_norm)
+
+
+def stack(batch: dict[str, np.ndarray], accum: int) -> dict[str, tf.Tensor]:
+    return {k: tf.constant(v.reshape((accum, -1) + v.shape[1:])) for k, v in batch.items()}
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_accumulation_equals_one_big_batch(xla):
+    """k micro-batches of m give the same gradient as one batch of k*m."""
+    cfg = config(xla=xla)
+    batch = fixed_batch(8)
+    _, _, step = build(cfg, accum=1)
+    g1, s1 = step._compute(stack(batch, 1), tf.constant(1.0))
+    _, _, step4 = build(cfg, accum=4)
+    g4, s4 = step4._compute(stack(batch, 4), tf.constant(1.0))
+    for a, b in zip(g1, g4, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+    for k in s1:
+        np.testing.assert_allclose(float(s1[k]), float(s4[k]), rtol=1e-5)
+
+
+def test_xla_on_and_off_agree():
+    batch = stack(fixed_batch(8), 2)
+    results = []
+    for xla in (False, True):
+        cfg = config(xla=xla, micro_batch_size=4)
+        _, model, step = build(cfg, accum=2)
+        out = step(batch)
+        results.append((float(out["mlm_loss_sum"]), [v.numpy() for v in model.trainable_variables]))
+    assert results[0][0] == pytest.approx(results[1][0], rel=1e-4)
+    for a, b in zip(results[0][1], results[1][1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("precision", ["float32", "mixed_float16", "mixed_bfloat16"])
+def test_precisions_train(precision):
+    cfg = config(precision=precision, xla=True)
+    task, model, step = build(cfg)
+    batch = stack(fixed_batch(8), 1)
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    out = step(batch)
+    assert out["finite"] == 1.0
+    assert np.isfinite(float(out["mlm_loss_sum"]))
+    assert all(v.dtype == "float32" for v in model.trainable_variables)  # master weights
+    changed = [not np.array_equal(b, v.numpy()) for b, v in zip(before, model.trainable_variables,
+                                                                 strict=True)]
+    assert sum(changed) > len(changed) // 2
+    expected_scale = 2.0**15 if precision == "mixed_float16" else 1.0
+    assert float(step.loss_scale.numpy()) == expected_scale
+
+
+def test_float16_overflow_is_skipped_and_scale_halves():
+    cfg = config(precision="mixed_float16", initial_loss_scale=2.0**100)
+    _, model, step = build(cfg)
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    out = step(stack(fixed_batch(8), 1))
+    assert out["finite"] == 0.0
+    assert int(step.skipped_steps.numpy()) == 1
+    assert float(step.loss_scale.numpy()) == 2.0**99
+    for b, v in zip(before, model.trainable_variables, strict=True):
+        np.testing.assert_array_equal(b, v.numpy())
+
+
+def test_tiny_model_halves_its_loss():
+    cfg = config(xla=True)
+    task, model, step = build(cfg)
+    batch = stack(fixed_batch(8), 1)
+    first = None
+    for _ in range(60):
+        out = step(batch)
+        loss = task.metrics({k: float(v) for k, v in out.items()})["loss"]
+        first = first if first is not None else loss
+    assert loss < first / 2, (first, loss)

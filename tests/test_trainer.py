@@ -1,0 +1,98 @@
+"""AlbertTrainer end to end on synthetic data: outputs, resume equivalence, checkpoints."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from albertkit.checkpoint import CheckpointManager
+from albertkit.config import TrainerConfig
+from albertkit.trainer import AlbertTrainer
+
+
+def config(run_dir, **runtime) -> TrainerConfig:
+    return TrainerConfig.from_dict({
+        "run_dir": str(run_dir),
+        "model": {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_size": 16,
+                  "num_attention_heads": 2, "intermediate_size": 64,
+                  "max_position_embeddings": 64, "hidden_dropout_prob": 0.1},
+        "data": {"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
+                 "num_examples": 64, "eval_examples": 16},
+        "optimizer": {"kind": "lamb", "learning_rate": 1e-3, "schedule": {"warmup_steps": 2}},
+        "runtime": {"micro_batch_size": 4, "global_batch_size": 8, "max_steps": 8,
+                    "eval_every_steps": 4, "eval_steps": 2, "xla": False, **runtime},
+        "checkpoint": {"every_steps": 3, "keep_last": 2},
+        "logging": {"log_every_steps": 2, "progress_bar": False},
+    })
+
+
+def final_weights(run_dir):
+    ckpt = CheckpointManager(run_dir / "checkpoints").latest()
+    return ckpt, load_file(str(ckpt.path / "model.safetensors"))
+
+
+def test_fit_writes_everything(tmp_path):
+    run = tmp_path / "run"
+    trainer = AlbertTrainer(config(run)).fit()
+    s = json.loads((run / "summary.json").read_text())
+    assert s["status"] == "completed" and s["step"] == 8
+    assert s["accumulation_steps"] == 2 and s["global_batch_size"] == 8
+    assert {"mlm_accuracy", "sop_accuracy", "mlm_baseline_accuracy"} <= set(s["eval"])
+    assert trainer.summary == s
+    assert TrainerConfig.from_yaml(run / "config.yaml") == trainer.config
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["kind"] == "train"] == [2, 4, 6, 8]
+    assert any(r["kind"] == "eval" for r in records)
+    assert list((run / "tensorboard" / "train").glob("events.out.tfevents.*"))
+    ckpts = CheckpointManager(run / "checkpoints").list()
+    assert ckpts[-1].name == "ckpt-00000008"
+    assert not list((run / "checkpoints").glob(".tmp-*"))
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    """2N steps straight == N steps, stop, resume N steps (weights, optimizer, RNG, data)."""
+    straight, resumed = tmp_path / "a", tmp_path / "b"
+    AlbertTrainer(config(straight)).fit()
+    first = AlbertTrainer(config(resumed)).fit(until_step=5)
+    assert first.summary["status"] == "interrupted" and first.summary["step"] == 5
+    second = AlbertTrainer(config(resumed)).fit()
+    assert second.summary["resumed_from_step"] == 5 and second.summary["step"] == 8
+    _, wa = final_weights(straight)
+    _, wb = final_weights(resumed)
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        np.testing.assert_array_equal(wa[k], wb[k], err_msg=k)
+
+
+def test_corrupt_latest_checkpoint_falls_back(tmp_path, caplog):
+    run = tmp_path / "run"
+    AlbertTrainer(config(run)).fit(until_step=6)
+    mgr = CheckpointManager(run / "checkpoints")
+    newest = mgr.list()[-1]
+    data = (newest / "model.safetensors").read_bytes()
+    (newest / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with caplog.at_level("WARNING", logger="albertkit"):
+        ckpt = mgr.latest()
+    assert ckpt is not None and ckpt.path != newest
+    assert "model.safetensors" in caplog.text and newest.name in caplog.text
+    trainer = AlbertTrainer(config(run)).fit()
+    assert trainer.summary["resumed_from_step"] == ckpt.step
+
+
+def test_checkpoint_from_other_model_size_is_refused(tmp_path):
+    run = tmp_path / "run"
+    AlbertTrainer(config(run)).fit(until_step=3)
+    bigger = config(run).model_dump()
+    bigger["model"]["hidden_size"] = 64
+    with pytest.raises(Exception, match="different model"):
+        AlbertTrainer(TrainerConfig.model_validate(bigger)).fit()
+
+
+def test_evaluate_on_demand(tmp_path):
+    run = tmp_path / "run"
+    AlbertTrainer(config(run)).fit()
+    metrics = AlbertTrainer(config(run)).evaluate()
+    assert 0.0 <= metrics["mlm_accuracy"] <= 1.0
