@@ -90,13 +90,13 @@ class CheckpointManager:
     def save(self, step: int, groups: dict[str, list], state: dict[str, Any],
              protect: set[Path] | None = None) -> Path:
         """Write checkpoint ``step`` atomically and prune old ones (keeping ``protect``)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
         final = self.directory / f"{PREFIX}{step:08d}"
         tmp = self.directory / f".tmp-{PREFIX}{step:08d}-{os.getpid()}"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir()
         try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            tmp.mkdir()
             manifest: dict[str, Any] = {"step": step, "files": {}}
             for name, variables in groups.items():
                 # np.array (not ascontiguousarray, which turns 0-d scalars into shape (1,))
@@ -119,6 +119,11 @@ class CheckpointManager:
                 shutil.rmtree(final)
             os.replace(tmp, final)
             _fsync_dir(self.directory)
+        except OSError as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise CheckpointError(
+                f"cannot write checkpoint {final}: {e.strerror or e} (disk full or directory "
+                "not writable?); nothing partial was left behind") from e
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

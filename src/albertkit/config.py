@@ -44,25 +44,65 @@ class ModelConfig(_Section):
     preset; explicit overrides here must then agree with it.
     """
 
-    size: SizeName = "base"
-    vocab_size: int | None = Field(None, gt=0)
-    embedding_size: int | None = Field(None, gt=0)
-    hidden_size: int | None = Field(None, gt=0)
-    num_hidden_layers: int | None = Field(None, gt=0)
-    num_hidden_groups: int | None = Field(None, gt=0)
-    num_attention_heads: int | None = Field(None, gt=0)
-    intermediate_size: int | None = Field(None, gt=0)
-    inner_group_num: int | None = Field(None, gt=0)
-    hidden_act: Activation | None = None
-    hidden_dropout_prob: float | None = Field(None, ge=0.0, lt=1.0)
-    attention_probs_dropout_prob: float | None = Field(None, ge=0.0, lt=1.0)
-    classifier_dropout_prob: float | None = Field(None, ge=0.0, lt=1.0)
-    max_position_embeddings: int | None = Field(None, gt=0)
-    type_vocab_size: int | None = Field(None, gt=0)
-    initializer_range: float | None = Field(None, gt=0.0)
-    layer_norm_eps: float | None = Field(None, gt=0.0)
-    pre_layer_norm: bool | None = None
-    load_from: Path | None = None
+    size: SizeName = Field(
+        "base",
+        description="Architecture preset (tiny/base/large/xlarge/xxlarge); the fields below "
+        "override it.",
+    )
+    vocab_size: int | None = Field(
+        None, gt=0, description="Token vocabulary size; at least the tokenizer's size."
+    )
+    embedding_size: int | None = Field(
+        None, gt=0, description="Factorised embedding width E (projected to hidden_size)."
+    )
+    hidden_size: int | None = Field(
+        None, gt=0, description="Transformer hidden width H; divisible by num_attention_heads."
+    )
+    num_hidden_layers: int | None = Field(
+        None, gt=0, description="Transformer layers (applied repeatedly from the shared groups)."
+    )
+    num_hidden_groups: int | None = Field(
+        None, gt=0,
+        description="Groups of layers with their own parameters (1 = all layers share one set).",
+    )
+    num_attention_heads: int | None = Field(None, gt=0, description="Attention heads per layer.")
+    intermediate_size: int | None = Field(
+        None, gt=0, description="Feed-forward inner width (usually 4 x hidden_size)."
+    )
+    inner_group_num: int | None = Field(
+        None, gt=0, description="Layers inside each parameter-sharing group."
+    )
+    hidden_act: Activation | None = Field(
+        None, description="Feed-forward activation (ALBERT: gelu_new, the tanh approximation)."
+    )
+    hidden_dropout_prob: float | None = Field(
+        None, ge=0.0, lt=1.0, description="Dropout on embeddings and layer outputs (ALBERT v2: 0)."
+    )
+    attention_probs_dropout_prob: float | None = Field(
+        None, ge=0.0, lt=1.0, description="Dropout on attention probabilities (ALBERT v2: 0)."
+    )
+    classifier_dropout_prob: float | None = Field(
+        None, ge=0.0, lt=1.0, description="Dropout before the classification head."
+    )
+    max_position_embeddings: int | None = Field(
+        None, gt=0, description="Longest sequence the position embeddings cover."
+    )
+    type_vocab_size: int | None = Field(
+        None, gt=0, description="Number of segment (token type) ids."
+    )
+    initializer_range: float | None = Field(
+        None, gt=0.0, description="Standard deviation of the weight initialiser."
+    )
+    layer_norm_eps: float | None = Field(None, gt=0.0, description="Epsilon of every LayerNorm.")
+    pre_layer_norm: bool | None = Field(
+        None,
+        description="Pre-LN blocks (LayerNorm before attention/feed-forward) instead of post-LN.",
+    )
+    load_from: Path | None = Field(
+        None,
+        description="Start from this Hugging Face or albertkit run directory; its architecture "
+        "wins over size.",
+    )
 
     def overrides(self) -> dict[str, Any]:
         return {
@@ -87,8 +127,14 @@ class ModelConfig(_Section):
 
 # --------------------------------------------------------------------------- data
 class _PretrainingShape(_Section):
-    seq_length: int = Field(128, gt=8)
-    max_predictions_per_seq: int = Field(20, gt=0)
+    seq_length: int = Field(
+        128, gt=8,
+        description="Tokens per sequence, [CLS]/[SEP] included; at most "
+        "model.max_position_embeddings.",
+    )
+    max_predictions_per_seq: int = Field(
+        20, gt=0, description="Masked positions per sequence (MLM targets are padded to this)."
+    )
 
     @model_validator(mode="after")
     def _check_predictions(self):
@@ -103,18 +149,36 @@ class _PretrainingShape(_Section):
 class SyntheticData(_PretrainingShape):
     """Random token ids in the pretraining feature format (smoke tests, benchmarks)."""
 
-    kind: Literal["synthetic"] = "synthetic"
-    num_examples: int = Field(1024, gt=0)
-    eval_examples: int = Field(128, ge=0)
+    kind: Literal["synthetic"] = Field(
+        "synthetic", description="Selects random-token pretraining data."
+    )
+    num_examples: int = Field(
+        1024, gt=0,
+        description="Distinct training sequences (repeated for as many steps as needed).",
+    )
+    eval_examples: int = Field(
+        128, ge=0, description="Held-out sequences for evaluation (0 = no evaluation)."
+    )
 
 
 class MaskingConfig(_Section):
     """Masking rules of Google's ALBERT ``create_pretraining_data.py``."""
 
-    masked_lm_prob: float = Field(0.15, gt=0.0, lt=1.0)
-    max_ngram: int = Field(3, ge=1, le=3)
-    mask_token_prob: float = Field(0.8, ge=0.0, le=1.0)
-    random_token_prob: float = Field(0.1, ge=0.0, le=1.0)
+    masked_lm_prob: float = Field(
+        0.15, gt=0.0, lt=1.0,
+        description="Fraction of tokens to mask (capped by max_predictions_per_seq).",
+    )
+    max_ngram: int = Field(
+        3, ge=1, le=3,
+        description="Longest masked n-gram of whole words (n drawn with P(n) proportional to 1/n).",
+    )
+    mask_token_prob: float = Field(
+        0.8, ge=0.0, le=1.0, description="Chance that a chosen token becomes [MASK]."
+    )
+    random_token_prob: float = Field(
+        0.1, ge=0.0, le=1.0,
+        description="Chance that a chosen token becomes a random token (else it stays itself).",
+    )
 
     @model_validator(mode="after")
     def _check_split(self):
@@ -129,42 +193,98 @@ class MaskingConfig(_Section):
 class TFRecordData(_PretrainingShape):
     """Pretraining TFRecords (Google ALBERT feature format), static or dynamic masking."""
 
-    kind: Literal["tfrecord"] = "tfrecord"
-    train_files: list[str] = Field(..., min_length=1)
-    eval_files: list[str] = []
-    masking: Literal["static", "dynamic"] = "static"
-    masking_rules: MaskingConfig = MaskingConfig()
-    tokenizer: Path | None = None
-    shuffle_buffer: int = Field(10000, ge=0)
-    deterministic: bool = True
+    kind: Literal["tfrecord"] = Field(
+        "tfrecord", description="Selects pretraining TFRecords (Google ALBERT feature format)."
+    )
+    train_files: list[str] = Field(
+        ..., min_length=1, description="Training TFRecord files or glob patterns."
+    )
+    eval_files: list[str] = Field(
+        [], description="Held-out TFRecord files or glob patterns (empty = no evaluation)."
+    )
+    masking: Literal["static", "dynamic"] = Field(
+        "static",
+        description="static: the masks stored in the records; dynamic: new masks each time a "
+        "sequence is read.",
+    )
+    masking_rules: MaskingConfig = Field(
+        MaskingConfig(), description="Masking rules for dynamic masking."
+    )
+    tokenizer: Path | None = Field(
+        None,
+        description="Tokenizer directory the records were made with; copied to run_dir/tokenizer.",
+    )
+    shuffle_buffer: int = Field(
+        10000, ge=0, description="Size of the training shuffle buffer, in examples."
+    )
+    deterministic: bool = Field(
+        True,
+        description="Deterministic tf.data order (exact resume); false trades it for input speed.",
+    )
 
 
 class DemoData(_PretrainingShape):
     """The built-in demo corpus (English prose shipped with Python), prepared on first use."""
 
-    kind: Literal["demo"] = "demo"
-    vocab_size: int = Field(3000, gt=100)
-    dupe_factor: int = Field(10, gt=0)
-    eval_fraction: float = Field(0.05, gt=0.0, lt=0.5)
-    masking: Literal["static", "dynamic"] = "dynamic"
-    shuffle_buffer: int = Field(10000, ge=0)
+    kind: Literal["demo"] = Field(
+        "demo", description="Selects the built-in demo corpus (English prose shipped with Python)."
+    )
+    vocab_size: int = Field(
+        3000, gt=100, description="Size of the SentencePiece vocabulary trained on the demo corpus."
+    )
+    dupe_factor: int = Field(
+        10, gt=0,
+        description="Times the corpus is duplicated when examples are written (Google's "
+        "dupe_factor).",
+    )
+    eval_fraction: float = Field(
+        0.05, gt=0.0, lt=0.5, description="Fraction of the corpus held out for evaluation."
+    )
+    masking: Literal["static", "dynamic"] = Field(
+        "dynamic",
+        description="dynamic: new masks each time a sequence is read; static: masks written once.",
+    )
+    shuffle_buffer: int = Field(
+        10000, ge=0, description="Size of the training shuffle buffer, in examples."
+    )
 
 
 class SquadData(_Section):
     """SQuAD v1.1 / v2.0 question answering (official JSON format)."""
 
-    kind: Literal["squad"] = "squad"
-    version: Literal["1.1", "2.0"] = "2.0"
-    train_file: Path
-    eval_file: Path | None = None
-    tokenizer: Path
-    max_seq_length: int = Field(384, gt=16)
-    doc_stride: int = Field(128, gt=0)
-    max_query_length: int = Field(64, gt=0)
-    n_best_size: int = Field(20, gt=0)
-    max_answer_length: int = Field(30, gt=0)
-    null_score_diff_threshold: float = 0.0  # v2.0: predict "" when null - best span > this
-    do_lower_case: bool | None = None  # None = the tokenizer directory's own setting
+    kind: Literal["squad"] = Field("squad", description="Selects SQuAD question answering.")
+    version: Literal["1.1", "2.0"] = Field(
+        "2.0",
+        description="SQuAD version: 1.1 (every question answerable) or 2.0 (some have no answer).",
+    )
+    train_file: Path = Field(description="Training set in the official SQuAD JSON format.")
+    eval_file: Path | None = Field(
+        None, description="Evaluation set (official JSON), scored with the official metric."
+    )
+    tokenizer: Path = Field(
+        description="Tokenizer directory (Hugging Face format, e.g. the pretrained model's)."
+    )
+    max_seq_length: int = Field(
+        384, gt=16, description="Tokens per window: [CLS] question [SEP] context [SEP]."
+    )
+    doc_stride: int = Field(
+        128, gt=0, description="Stride between overlapping context windows of long documents."
+    )
+    max_query_length: int = Field(
+        64, gt=0, description="Question tokens kept (longer questions are truncated)."
+    )
+    n_best_size: int = Field(
+        20, gt=0, description="Start/end candidates considered per window when extracting answers."
+    )
+    max_answer_length: int = Field(30, gt=0, description="Longest answer span in tokens.")
+    null_score_diff_threshold: float = Field(
+        0.0,
+        description="v2.0: predict no answer when null score minus best span score exceeds this.",
+    )
+    do_lower_case: bool | None = Field(
+        None,
+        description="Lower-case text before tokenising (None = the tokenizer directory's setting).",
+    )
 
     @model_validator(mode="after")
     def _check_lengths(self):
@@ -187,19 +307,46 @@ GlueTaskName = Literal["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "r
 class ClassificationData(_Section):
     """GLUE-style sentence / sentence-pair classification or regression."""
 
-    kind: Literal["classification"] = "classification"
-    task: GlueTaskName | None = None
-    train_file: Path
-    eval_file: Path | None = None
-    tokenizer: Path
-    format: Literal["auto", "tsv", "csv", "jsonl"] = "auto"
-    text_a: str | None = None
-    text_b: str | None = None
-    label: str | None = None
-    labels: list[str] | None = None
-    regression: bool | None = None
-    max_seq_length: int = Field(128, gt=8)
-    do_lower_case: bool | None = None  # None = the tokenizer directory's own setting
+    kind: Literal["classification"] = Field(
+        "classification",
+        description="Selects GLUE-style sentence / sentence-pair classification or regression.",
+    )
+    task: GlueTaskName | None = Field(
+        None,
+        description="GLUE task preset: columns, labels and metric (None = set the columns "
+        "yourself).",
+    )
+    train_file: Path = Field(description="Training file (TSV, CSV or JSONL).")
+    eval_file: Path | None = Field(None, description="Evaluation file in a supported format.")
+    tokenizer: Path = Field(description="Tokenizer directory (Hugging Face format).")
+    format: Literal["auto", "tsv", "csv", "jsonl"] = Field(
+        "auto",
+        description="File format (auto = from the extension: .tsv/.txt, .csv, .jsonl/.json).",
+    )
+    text_a: str | None = Field(
+        None, description="Column of the first sentence (None = the preset's)."
+    )
+    text_b: str | None = Field(
+        None, description="Column of the second sentence of a pair (None = the preset's, or none)."
+    )
+    label: str | None = Field(None, description="Label column (None = the preset's).")
+    labels: list[str] | None = Field(
+        None,
+        description="Class names in label-id order (None = the preset's, else the training "
+        "file's).",
+    )
+    regression: bool | None = Field(
+        None,
+        description="One-output regression instead of classification (None = from the preset).",
+    )
+    max_seq_length: int = Field(
+        128, gt=8,
+        description="Tokens per example, [CLS]/[SEP] included; longer inputs are truncated.",
+    )
+    do_lower_case: bool | None = Field(
+        None,
+        description="Lower-case text before tokenising (None = the tokenizer directory's setting).",
+    )
 
 
 DataConfig = Annotated[
@@ -211,10 +358,19 @@ DataConfig = Annotated[
 class ScheduleConfig(_Section):
     """Linear warmup to the peak rate, then polynomial decay to ``end_learning_rate``."""
 
-    warmup_steps: int = Field(0, ge=0)
-    warmup_fraction: float | None = Field(None, ge=0.0, lt=1.0)
-    power: float = Field(1.0, gt=0.0)
-    end_learning_rate: float = Field(0.0, ge=0.0)
+    warmup_steps: int = Field(
+        0, ge=0, description="Steps of linear warmup from 0 to the peak learning rate."
+    )
+    warmup_fraction: float | None = Field(
+        None, ge=0.0, lt=1.0,
+        description="Warmup as a fraction of runtime.max_steps (overrides warmup_steps when set).",
+    )
+    power: float = Field(
+        1.0, gt=0.0, description="Exponent of the polynomial decay after warmup (1 = linear)."
+    )
+    end_learning_rate: float = Field(
+        0.0, ge=0.0, description="Learning rate reached at runtime.max_steps."
+    )
 
     def resolved_warmup(self, total_steps: int) -> int:
         if self.warmup_fraction is not None:
@@ -223,22 +379,48 @@ class ScheduleConfig(_Section):
 
 
 class _OptimizerBase(_Section):
-    learning_rate: float = Field(1e-3, gt=0.0)
-    beta_1: float = Field(0.9, gt=0.0, lt=1.0)
-    beta_2: float = Field(0.999, gt=0.0, lt=1.0)
-    epsilon: float = Field(1e-6, gt=0.0)
-    weight_decay: float = Field(0.01, ge=0.0)
-    exclude_from_weight_decay: list[str] = ["layer_norm", "LayerNorm", "bias"]
-    clip_norm: float | None = Field(1.0, gt=0.0)
-    schedule: ScheduleConfig = ScheduleConfig()
+    learning_rate: float = Field(
+        1e-3, gt=0.0, description="Peak learning rate (reached after warmup)."
+    )
+    beta_1: float = Field(
+        0.9, gt=0.0, lt=1.0, description="Decay rate of the first-moment estimate."
+    )
+    beta_2: float = Field(
+        0.999, gt=0.0, lt=1.0, description="Decay rate of the second-moment estimate."
+    )
+    epsilon: float = Field(
+        1e-6, gt=0.0, description="Added to the denominator for numerical stability (ALBERT: 1e-6)."
+    )
+    weight_decay: float = Field(
+        0.01, ge=0.0,
+        description="Weight decay rate (ALBERT: 0.01); not applied to excluded variables.",
+    )
+    exclude_from_weight_decay: list[str] = Field(
+        ["layer_norm", "LayerNorm", "bias"],
+        description="Variables whose name contains one of these strings get no weight decay.",
+    )
+    clip_norm: float | None = Field(
+        1.0, gt=0.0,
+        description="Clip gradients to this global norm before the update (None = no clipping).",
+    )
+    schedule: ScheduleConfig = Field(
+        ScheduleConfig(),
+        description="Learning-rate schedule: linear warmup, then polynomial decay.",
+    )
 
 
 class LambConfig(_OptimizerBase):
     """LAMB (You et al. 2020) with ALBERT semantics: decay inside the trust ratio."""
 
-    kind: Literal["lamb"] = "lamb"
-    learning_rate: float = Field(0.00176, gt=0.0)
-    exclude_from_layer_adaptation: list[str] | None = None  # None = same as weight decay
+    kind: Literal["lamb"] = Field("lamb", description="Selects LAMB.")
+    learning_rate: float = Field(
+        0.00176, gt=0.0,
+        description="Peak learning rate (reference recipe: 0.00176 at global batch 4096).",
+    )
+    exclude_from_layer_adaptation: list[str] | None = Field(
+        None,
+        description="Variables without the layer-wise trust ratio (None = as for weight decay).",
+    )
 
     def build(self, total_steps: int):
         from albertkit.optimizers.lamb import Lamb
@@ -258,7 +440,7 @@ class LambConfig(_OptimizerBase):
 class AdamWConfig(_OptimizerBase):
     """AdamW (Loshchilov & Hutter) as in BERT/ALBERT: decay excluded for LayerNorm and bias."""
 
-    kind: Literal["adamw"] = "adamw"
+    kind: Literal["adamw"] = Field("adamw", description="Selects AdamW.")
 
     def build(self, total_steps: int):
         from albertkit.optimizers.adamw import AdamW
@@ -285,18 +467,41 @@ class RuntimeConfig(_Section):
     ``micro_batch_size`` is what one replica computes at once. Accumulation steps are derived.
     """
 
-    precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = "float32"
-    xla: bool = True
-    eager: bool = False
-    micro_batch_size: int = Field(32, gt=0)
-    global_batch_size: int = Field(32, gt=0)
-    max_steps: int = Field(1000, gt=0)
-    eval_every_steps: int = Field(500, ge=0)
-    eval_steps: int = Field(20, gt=0)
-    seed: int = 0
-    initial_loss_scale: float = Field(2.0**15, gt=0.0)
-    loss_scale_growth_interval: int = Field(2000, gt=0)
-    max_nonfinite_steps: int = Field(100, gt=0)
+    precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = Field(
+        "float32",
+        description="float32, or mixed precision with float16 (dynamic loss scaling) or bfloat16.",
+    )
+    xla: bool = Field(True, description="Compile the gradient computation with XLA (jit_compile).")
+    eager: bool = Field(
+        False, description="Run the step eagerly, without tf.function (debugging; excludes xla)."
+    )
+    micro_batch_size: int = Field(32, gt=0, description="Sequences one replica computes at once.")
+    global_batch_size: int = Field(
+        32, gt=0,
+        description="Sequences per optimizer step over all replicas (a multiple of "
+        "micro_batch_size).",
+    )
+    max_steps: int = Field(
+        1000, gt=0, description="Optimizer steps of the run (the schedule ends here)."
+    )
+    eval_every_steps: int = Field(
+        500, ge=0, description="Evaluate every N steps (0 = only at the end)."
+    )
+    eval_steps: int = Field(
+        20, gt=0,
+        description="At most this many eval batches per evaluation (SQuAD scores its whole eval "
+        "file).",
+    )
+    seed: int = Field(0, description="Seed of weight initialisation, data order and masking.")
+    initial_loss_scale: float = Field(
+        2.0**15, gt=0.0, description="Starting loss scale (mixed_float16)."
+    )
+    loss_scale_growth_interval: int = Field(
+        2000, gt=0, description="Finite steps before the loss scale doubles (mixed_float16)."
+    )
+    max_nonfinite_steps: int = Field(
+        100, gt=0, description="Stop with an error after this many consecutive non-finite steps."
+    )
 
     def accumulation_steps(self, replicas: int = 1) -> int:
         per_step = self.micro_batch_size * replicas
@@ -322,21 +527,45 @@ class RuntimeConfig(_Section):
 class DistributedConfig(_Section):
     """Data-parallel backend. ``single`` is one process (CPU or one GPU)."""
 
-    backend: Literal["single", "horovod", "tf_multiworker"] = "single"
-    fp16_compression: bool = False
+    backend: Literal["single", "horovod", "tf_multiworker"] = Field(
+        "single",
+        description="single process, Horovod (under horovodrun/mpirun) or "
+        "MultiWorkerMirroredStrategy.",
+    )
+    fp16_compression: bool = Field(
+        False, description="All-reduce gradients in float16 (halves network traffic)."
+    )
 
 
 class CheckpointConfig(_Section):
-    every_steps: int = Field(500, gt=0)
-    keep_last: int = Field(3, gt=0)
-    resume: bool = True
-    keep_best: bool = True
+    """When checkpoints are written to ``run_dir/checkpoints``, how many are kept, and resume."""
+
+    every_steps: int = Field(
+        500, gt=0, description="Checkpoint every N steps (and always at the end or when stopped)."
+    )
+    keep_last: int = Field(
+        3, gt=0, description="Periodic checkpoints to keep (the best one is kept besides)."
+    )
+    resume: bool = Field(
+        True, description="Resume from the newest valid checkpoint in run_dir/checkpoints."
+    )
+    keep_best: bool = Field(
+        True, description="Checkpoint at each new best eval metric and keep that checkpoint."
+    )
 
 
 class LoggingConfig(_Section):
-    log_every_steps: int = Field(10, gt=0)
-    progress_bar: bool = True
-    tensorboard: bool = True
+    """Training-metric cadence, progress bar and TensorBoard (``metrics.jsonl`` is always written)."""
+
+    log_every_steps: int = Field(
+        10, gt=0, description="Average training metrics over N steps, then log them."
+    )
+    progress_bar: bool = Field(
+        True, description="Show a progress bar (log lines go to the console when off)."
+    )
+    tensorboard: bool = Field(
+        True, description="Write TensorBoard event files to run_dir/tensorboard."
+    )
 
 
 # --------------------------------------------------------------------------- root
@@ -351,15 +580,37 @@ class TrainerConfig(_Section):
         2
     """
 
-    run_dir: Path = Path("runs/albertkit")
-    model: ModelConfig = ModelConfig()
-    data: DataConfig
-    optimizer: OptimizerConfig = LambConfig()
-    runtime: RuntimeConfig = RuntimeConfig()
-    distributed: DistributedConfig = DistributedConfig()
-    checkpoint: CheckpointConfig = CheckpointConfig()
-    logging: LoggingConfig = LoggingConfig()
-    sagemaker: SageMakerConfig | None = None
+    run_dir: Path = Field(
+        Path("runs/albertkit"),
+        description="Run directory: config.yaml, checkpoints, metrics.jsonl, TensorBoard logs, "
+        "summary.",
+    )
+    model: ModelConfig = Field(
+        ModelConfig(),
+        description="Model architecture (size preset + overrides) and starting checkpoint.",
+    )
+    data: DataConfig = Field(description="Training/evaluation data; its kind selects the task.")
+    optimizer: OptimizerConfig = Field(
+        LambConfig(), description="Optimizer (lamb or adamw) with its learning-rate schedule."
+    )
+    runtime: RuntimeConfig = Field(
+        RuntimeConfig(),
+        description="Precision, XLA, batch sizes, steps, evaluation cadence and seed.",
+    )
+    distributed: DistributedConfig = Field(
+        DistributedConfig(), description="Data-parallel backend."
+    )
+    checkpoint: CheckpointConfig = Field(
+        CheckpointConfig(), description="Checkpoint cadence, retention and resume."
+    )
+    logging: LoggingConfig = Field(
+        LoggingConfig(), description="Log cadence, progress bar and TensorBoard."
+    )
+    sagemaker: SageMakerConfig | None = Field(
+        None,
+        description="SageMaker job settings (albertkit launch, to_sagemaker); unused by local "
+        "runs.",
+    )
 
     @property
     def task(self) -> Literal["pretraining", "squad", "classification"]:

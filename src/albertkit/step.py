@@ -69,16 +69,20 @@ class TrainStep:
                 optimizer.build(self.variables)
             # Step-level state that must survive a restart (saved in checkpoints).
             init_scale = runtime.initial_loss_scale if self.dynamic_loss_scale else 1.0
-            self.loss_scale = keras.Variable(init_scale, dtype="float32", trainable=False,
-                                             name="loss_scale")
-            self.good_steps = keras.Variable(0, dtype="int64", trainable=False, name="good_steps")
-            self.skipped_steps = keras.Variable(0, dtype="int64", trainable=False,
-                                                name="skipped_steps")
+            # Updated inside strategy.run with replica-identical values: "only_first_replica"
+            # lets tf.distribute (tf_multiworker) accept the assignment in a replica context.
+            sync = {"trainable": False, "aggregation": "only_first_replica"}
+            self.loss_scale = keras.Variable(init_scale, dtype="float32", name="loss_scale",
+                                             **sync)
+            self.good_steps = keras.Variable(0, dtype="int64", name="good_steps", **sync)
+            self.skipped_steps = keras.Variable(0, dtype="int64", name="skipped_steps", **sync)
         if runtime.eager:
             self._compute, self._apply, self._eval = self.compute, self.apply, self.eval_stats
         else:
             self._compute = tf.function(self.compute, jit_compile=runtime.xla, reduce_retracing=True)
-            self._apply = tf.function(self.apply, reduce_retracing=True)
+            # `apply` is traced inside `_train`, not as a nested tf.function: tf.distribute
+            # forbids collectives (merge_call) in a tf.function nested in strategy.run.
+            self._apply = self.apply
             self._eval = tf.function(self.eval_stats, jit_compile=runtime.xla,
                                      reduce_retracing=True)
         self._train = self._replica_step if runtime.eager else tf.function(self._replica_step)
@@ -138,11 +142,10 @@ class TrainStep:
         else:
             grad_norm = tf.linalg.global_norm(grads)
 
-        def do_apply():
+        def do_apply(grads):
             self.optimizer.apply(grads, self.variables)
-            return tf.constant(True)
 
-        applied = tf.cond(finite, do_apply, lambda: tf.constant(False))
+        applied = _run_if(finite, do_apply, grads)
         self._update_loss_scale(applied)
         out = dict(stats)
         out["grad_norm"] = grad_norm
@@ -186,3 +189,25 @@ class TrainStep:
             return self.distributor.reduce_sum(self._eval(b))
 
         return self.distributor.local_value(self.distributor.run(replica, batch))
+
+
+def _run_if(pred: tf.Tensor, fn, *args) -> tf.Tensor:
+    """``fn(*args)`` if ``pred`` (the same on every replica), as a bool tensor.
+
+    A plain ``tf.cond`` without a strategy. Under tf.distribute (tf_multiworker) a Keras
+    optimizer update synchronises through ``merge_call``, which is not allowed inside a
+    ``tf.cond`` branch in a replica context; so the branch is taken in the cross-replica
+    context and each replica re-entered for the update, as
+    ``keras.optimizers.LossScaleOptimizer`` does.
+    """
+
+    def cross_replica(strategy, pred, *args):
+        pred = strategy.experimental_local_results(pred)[0]
+
+        def run():
+            strategy.extended.call_for_each_replica(fn, args=args)
+            return tf.constant(True)
+
+        return tf.cond(pred, run, lambda: tf.constant(False))
+
+    return tf.distribute.get_replica_context().merge_call(cross_replica, args=(pred, *args))

@@ -139,6 +139,12 @@ class AlbertTrainer:
             step = TrainStep(task, model, optimizer, distributor, cfg.runtime, accum,
                              cfg.optimizer.clip_norm)
         is_chief = distributor.is_chief
+        if is_chief and for_training:
+            try:
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise TrainingError(f"run_dir={self.run_dir} cannot be created or written: "
+                                    f"{e.strerror or e}") from None
         logger = RunLogger(self.run_dir, enabled=is_chief and for_training,
                            tensorboard=cfg.logging.tensorboard)
         run = _Run(spec, distributor, task, model, optimizer, step, accum,
@@ -206,6 +212,7 @@ class AlbertTrainer:
         cfg = self.config
         total = cfg.runtime.max_steps
         data = _datasets(cfg, run)
+        self._snapshot_tokenizer(run, data)
         train_iter = iter(data.train(skip_micro_batches=run.start_step * run.accum,
                                      accum=run.accum))
         chief = run.distributor.is_chief
@@ -227,7 +234,15 @@ class AlbertTrainer:
                 step += 1
                 out = {k: float(v) for k, v in out.items()}
                 nonfinite_run = 0 if out["finite"] else nonfinite_run + 1
+                if nonfinite_run:
+                    log.warning("step %d skipped: non-finite gradients (%d in a row, %d in all)",
+                                step, nonfinite_run, int(run.step.skipped_steps.numpy()))
                 if nonfinite_run >= cfg.runtime.max_nonfinite_steps:
+                    for k, v in out.items():
+                        window[k] = window.get(k, 0.0) + v
+                    run.logger.scalars(step, self._train_metrics(
+                        run, window, window_steps + 1, time.perf_counter() - window_start,
+                        seqs_per_step))
                     raise TrainingError(
                         f"loss/gradients were non-finite for {nonfinite_run} consecutive steps "
                         f"(up to step {step}); the last good checkpoint is kept in "
@@ -285,6 +300,26 @@ class AlbertTrainer:
             atomic_write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2))
             log.info("summary written to %s", self.run_dir / "summary.json")
         return summary
+
+    def _snapshot_tokenizer(self, run: _Run, data: Any) -> None:
+        """Copy the run's tokenizer into ``run_dir/tokenizer`` so the run is self-contained."""
+        src = getattr(data, "tokenizer_dir", None)
+        dst = self.run_dir / "tokenizer"
+        if src is None or not run.distributor.is_chief or dst.exists():
+            return
+        import shutil
+
+        src = Path(src)
+        tmp = self.run_dir / ".tokenizer.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        if src.is_dir():
+            shutil.copytree(src, tmp)
+        elif src.is_file():  # a bare spiece.model
+            tmp.mkdir()
+            shutil.copy2(src, tmp / "spiece.model")
+        else:
+            raise ConfigError(f"tokenizer {src} does not exist")
+        tmp.rename(dst)
 
     def _train_metrics(self, run: _Run, window: dict[str, float], steps: int,
                        elapsed: float, seqs_per_step: int) -> dict[str, float]:
@@ -424,11 +459,13 @@ class _PretrainingData:
         d = cfg.data
         self.eval_files: list[str] = []
         self.train_files: list[str] = []
+        self.tokenizer_dir: Path | None = getattr(d, "tokenizer", None)
         if d.kind == "demo":
             from albertkit.data.demo import prepare_demo_data
 
             files = prepare_demo_data(d, Path(cfg.run_dir) / "data", seed=cfg.runtime.seed)
             self.train_files, self.eval_files = list(files.train_files), list(files.eval_files)
+            self.tokenizer_dir = Path(files.tokenizer_dir)
             if files.vocab_size > run.spec.vocab_size:
                 raise ConfigError(
                     f"the demo tokenizer has {files.vocab_size} tokens but model.vocab_size="
@@ -455,6 +492,9 @@ class _PretrainingData:
         cfg, d, dist = self.cfg, self.cfg.data, self.run.distributor
         micro = cfg.runtime.micro_batch_size
         if d.kind == "synthetic":
+            # Sharded by whole micro-batches of the single-process stream: N ranks with k
+            # micro-batches each compute exactly the micro-batches (and per-micro-batch loss
+            # normalisation) of one process with N*k, so the two runs are comparable.
             return build_synthetic_dataset(
                 vocab_size=self.run.spec.vocab_size, seq_length=d.seq_length,
                 max_predictions_per_seq=d.max_predictions_per_seq, batch_size=micro,

@@ -1,13 +1,417 @@
-"""SageMakerConfig: everything a SageMaker training job needs (owned by the SageMaker issue)."""
+"""SageMakerConfig: everything a SageMaker training job needs besides the training config.
+
+It lives in ``TrainerConfig.sagemaker`` (or is passed as overrides to ``to_sagemaker``), so
+the YAML file that was debugged locally also describes the cloud job. Everything here is
+checked without any AWS call: combinations SageMaker would refuse (or accept and then fail
+on hours later) are refused with a message that names the field and the value.
+
+Nothing here reads the environment; ``albertkit launch`` takes defaults from environment
+variables through ``albertkit.sagemaker.job.sagemaker_defaults_from_env``.
+
+Example:
+    >>> cfg = SageMakerConfig(
+    ...     role_arn="arn:aws:iam::123456789012:role/albertkit-sagemaker",
+    ...     image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest",
+    ...     output_path="s3://my-bucket/albertkit",
+    ...     instance_type="ml.p4d.24xlarge", instance_count=2,
+    ...     distribution={"kind": "horovod"})
+    >>> cfg.processes_per_host, cfg.replicas
+    (8, 16)
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from albertkit.sagemaker.instances import instance_spec
+
+# Service limits of CreateTrainingJob (botocore's service model for sagemaker 2017-07-24 and
+# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html).
+MAX_HYPERPARAMETERS = 100
+MAX_HYPERPARAMETER_KEY = 256
+MAX_HYPERPARAMETER_VALUE = 2500
+MAX_ENVIRONMENT = 100
+MAX_ENVIRONMENT_VALUE = 512
+MAX_TAGS = 50
+MAX_RUNTIME_SECONDS = 28 * 24 * 3600  # 28 days, the service maximum
+MAX_KEEP_ALIVE_SECONDS = 21600  # ResourceConfig.KeepAlivePeriodInSeconds maximum
+JOB_NAME_TIMESTAMP = 15  # "-YYYYmmddHHMMSS" appended by the SDK; names are <= 63 chars
+RESERVED_CHANNELS = ("code", "sm_drivers")  # created by the SageMaker SDK for the source
+CONFIG_HYPERPARAMETER = "config"  # the hyperparameter that names the config JSON
+
+_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-/]+$")
+_CHANNEL = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
+_JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+_FSX_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
+_ENV_KEY = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_TAG = re.compile(r"^[\w\s.:/=+\-@]*$")
+# Values that look like credentials (AWS access key ids, PEM keys) must never travel in the
+# request: hyperparameters and environment variables are visible in DescribeTrainingJob.
+_SECRET_VALUE = re.compile(r"(?:AKIA|ASIA)[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----")
+_SECRET_ENV_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+_SECRET_NAME_WORDS = ("SECRET", "PASSWORD", "TOKEN", "PRIVATE_KEY", "CREDENTIAL")
 
 
-class SageMakerConfig(BaseModel):
+class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
+
+def _check_s3(field: str, value: str | None) -> str | None:
+    if value is not None and not _S3_URI.match(value):
+        raise ValueError(f"{field}={value!r} is not an S3 URI like s3://bucket/prefix")
+    return value
+
+
+# --------------------------------------------------------------------------- inputs
+class S3Input(_Section):
+    """A channel downloaded from (``File``) or streamed from (``FastFile``) an S3 prefix.
+
+    ``path_in_config`` is the path prefix the training config uses for this data; in the
+    container every config path under it is rewritten to the channel directory. It defaults
+    to the S3 URI itself, so configs may name ``s3://...`` files directly.
+    """
+
+    kind: Literal["s3"] = "s3"
+    uri: str
+    input_mode: Literal["File", "FastFile"] = "File"
+    distribution: Literal["FullyReplicated", "ShardedByS3Key"] = "FullyReplicated"
+    path_in_config: str | None = None
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, v: str) -> str:
+        return _check_s3("uri", v)
+
+    def config_prefix(self) -> str | None:
+        return self.path_in_config or self.uri
+
+
+class FSxLustreInput(_Section):
+    """A channel mounted from an FSx for Lustre file system (needs VPC subnets and groups).
+
+    ``mount_name`` is the file system's Lustre mount name (``aws fsx describe-file-systems``
+    -> ``LustreConfiguration.MountName``); ``directory`` a path inside it.
+    """
+
+    kind: Literal["fsx_lustre"] = "fsx_lustre"
+    file_system_id: str
+    mount_name: str = Field(..., min_length=1)
+    directory: str = "/"
+    access_mode: Literal["ro", "rw"] = "ro"
+    path_in_config: str | None = None
+
+    @field_validator("file_system_id")
+    @classmethod
+    def _fs_id(cls, v: str) -> str:
+        if not _FSX_ID.match(v):
+            raise ValueError(f"file_system_id={v!r} is not an FSx id like fs-0123456789abcdef0")
+        return v
+
+    @field_validator("mount_name")
+    @classmethod
+    def _mount(cls, v: str) -> str:
+        if "/" in v:
+            raise ValueError(f"mount_name={v!r} must be the bare Lustre mount name, without '/'")
+        return v
+
+    @property
+    def directory_path(self) -> str:
+        """SageMaker's DirectoryPath: ``/<mount name>/<directory>``."""
+        inner = "/".join(p for p in self.directory.split("/") if p)
+        return f"/{self.mount_name}/{inner}" if inner else f"/{self.mount_name}"
+
+    def config_prefix(self) -> str | None:
+        return self.path_in_config
+
+
+class LocalInput(_Section):
+    """A local file or directory, uploaded to S3 by the SageMaker SDK at submission (tests,
+    small fine-tuning sets). ``path_in_config`` defaults to the local path."""
+
+    kind: Literal["local"] = "local"
+    path: Path
+    path_in_config: str | None = None
+
+    def config_prefix(self) -> str | None:
+        return self.path_in_config or str(self.path)
+
+
+InputConfig = Annotated[S3Input | FSxLustreInput | LocalInput, Field(discriminator="kind")]
+
+
+# --------------------------------------------------------------------------- distribution
+class HorovodDistribution(_Section):
+    """Horovod over MPI: ``processes_per_host`` processes on every instance (default: one per
+    GPU, from albertkit's instance table). The image needs Open MPI, sshd and mpi4py."""
+
+    kind: Literal["horovod"] = "horovod"
+    processes_per_host: int | None = Field(None, gt=0)
+    mpi_options: list[str] = []
+
+
+class MultiWorkerDistribution(_Section):
+    """``tf.distribute.MultiWorkerMirroredStrategy``: one process per instance using all its
+    GPUs; the entry point builds TF_CONFIG from SM_HOSTS and listens on ``port``."""
+
+    kind: Literal["tf_multiworker"] = "tf_multiworker"
+    port: int = Field(12355, ge=1024, le=65535)
+
+
+DistributionConfig = Annotated[
+    HorovodDistribution | MultiWorkerDistribution, Field(discriminator="kind")
+]
+
+HyperparameterValue = str | bool | int | float
+
+
+# --------------------------------------------------------------------------- root
+class SageMakerConfig(_Section):
+    """How an albertkit run executes as a SageMaker training job.
+
+    Example:
+        >>> SageMakerConfig(instance_type="ml.g5.12xlarge",
+        ...                 distribution={"kind": "horovod"}).processes_per_host
+        4
+    """
+
+    # identity and image
     role_arn: str | None = None
+    image_uri: str | None = None
+    region: str | None = None
+    base_job_name: str = Field("albertkit", min_length=1, max_length=63 - JOB_NAME_TIMESTAMP)
+    # compute
     instance_type: str = "ml.p4d.24xlarge"
-    instance_count: int = 1
+    instance_count: int = Field(1, ge=1)
+    volume_size_gb: int = Field(100, ge=1)
+    max_run_seconds: int = Field(2 * 24 * 3600, ge=1, le=MAX_RUNTIME_SECONDS)
+    spot: bool = False
+    max_wait_seconds: int | None = Field(None, ge=1)
+    keep_alive_seconds: int = Field(0, ge=0, le=MAX_KEEP_ALIVE_SECONDS)
+    distribution: DistributionConfig | None = None
+    # network
+    subnets: list[str] = []
+    security_group_ids: list[str] = []
+    encrypt_inter_container_traffic: bool = False
+    # data in and out
+    inputs: dict[str, InputConfig] = {}
+    output_path: str | None = None
+    checkpoint_s3_uri: str | None = None
+    checkpoint_local_path: str = "/opt/ml/checkpoints"
+    tensorboard_s3_uri: str | None = None
+    # job metadata
+    tags: dict[str, str] = {}
+    environment: dict[str, str] = {}
+    hyperparameters: dict[str, HyperparameterValue] = {}
+    ship_source: bool = True
+
+    # ------------------------------------------------------------------ field checks
+    @field_validator("role_arn")
+    @classmethod
+    def _role(cls, v: str | None) -> str | None:
+        if v is not None and not _ROLE_ARN.match(v):
+            raise ValueError(
+                f"role_arn={v!r} is not an IAM role ARN like arn:aws:iam::123456789012:role/name"
+            )
+        return v
+
+    @field_validator("output_path", "checkpoint_s3_uri", "tensorboard_s3_uri")
+    @classmethod
+    def _s3(cls, v: str | None, info) -> str | None:
+        return _check_s3(info.field_name, v)
+
+    @field_validator("base_job_name")
+    @classmethod
+    def _job_name(cls, v: str) -> str:
+        if not _JOB_NAME.match(v.replace("_", "-")):
+            raise ValueError(
+                f"base_job_name={v!r} may hold only letters, digits and '-' and must start and "
+                "end with a letter or digit"
+            )
+        return v
+
+    @field_validator("checkpoint_local_path")
+    @classmethod
+    def _ckpt_local(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError(f"checkpoint_local_path={v!r} must be an absolute container path")
+        return v
+
+    @field_validator("inputs")
+    @classmethod
+    def _channels(cls, v: dict) -> dict:
+        for name in v:
+            if not _CHANNEL.match(name):
+                raise ValueError(
+                    f"inputs: channel name {name!r} may hold only letters, digits, '.', '-', '_' "
+                    "(at most 64)"
+                )
+            if name in RESERVED_CHANNELS:
+                raise ValueError(
+                    f"inputs: channel name {name!r} is reserved for the uploaded source code"
+                )
+        return v
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, v: dict[str, str]) -> dict[str, str]:
+        if len(v) > MAX_TAGS:
+            raise ValueError(f"tags: {len(v)} tags, SageMaker allows at most {MAX_TAGS}")
+        for key, value in v.items():
+            if not (1 <= len(key) <= 128 and _TAG.match(key)) or key.lower().startswith("aws:"):
+                raise ValueError(f"tags: invalid tag key {key!r}")
+            if len(value) > 256 or not _TAG.match(value):
+                raise ValueError(f"tags[{key!r}]: invalid tag value {value!r}")
+        return v
+
+    @field_validator("environment")
+    @classmethod
+    def _environment(cls, v: dict[str, str]) -> dict[str, str]:
+        if len(v) > MAX_ENVIRONMENT:
+            raise ValueError(f"environment: {len(v)} variables, SageMaker allows {MAX_ENVIRONMENT}")
+        for key, value in v.items():
+            if not _ENV_KEY.match(key):
+                raise ValueError(f"environment: {key!r} is not a valid variable name")
+            if len(value) > MAX_ENVIRONMENT_VALUE:
+                raise ValueError(
+                    f"environment[{key!r}]: value of {len(value)} characters exceeds "
+                    f"SageMaker's {MAX_ENVIRONMENT_VALUE}"
+                )
+            upper = key.upper()
+            if upper in _SECRET_ENV_NAMES or any(w in upper for w in _SECRET_NAME_WORDS):
+                raise ValueError(
+                    f"environment[{key!r}] looks like a secret; environment variables are "
+                    "visible in DescribeTrainingJob. Give the execution role the permission "
+                    "instead, or read the secret from AWS Secrets Manager inside the job"
+                )
+            if _SECRET_VALUE.search(value):
+                raise ValueError(f"environment[{key!r}] holds what looks like a credential")
+        return v
+
+    @field_validator("hyperparameters")
+    @classmethod
+    def _hyperparameters(cls, v: dict[str, HyperparameterValue]) -> dict[str, HyperparameterValue]:
+        # one slot is taken by the config path
+        if len(v) > MAX_HYPERPARAMETERS - 1:
+            raise ValueError(
+                f"hyperparameters: {len(v)} overrides, SageMaker allows "
+                f"{MAX_HYPERPARAMETERS - 1} besides {CONFIG_HYPERPARAMETER!r}"
+            )
+        for key, value in v.items():
+            if key == CONFIG_HYPERPARAMETER or key.split(".")[0] == "sagemaker":
+                raise ValueError(f"hyperparameters: {key!r} cannot be overridden per job")
+            if not key or len(key) > MAX_HYPERPARAMETER_KEY:
+                raise ValueError(
+                    f"hyperparameters: key {key[:40]!r}... is longer than "
+                    f"{MAX_HYPERPARAMETER_KEY} characters"
+                )
+            text = hyperparameter_text(value)
+            if len(text) > MAX_HYPERPARAMETER_VALUE:
+                raise ValueError(
+                    f"hyperparameters[{key!r}]: value of {len(text)} characters exceeds "
+                    f"SageMaker's limit of {MAX_HYPERPARAMETER_VALUE}; put it in the config "
+                    "file instead (it travels as JSON in the uploaded source)"
+                )
+            if _SECRET_VALUE.search(text):
+                raise ValueError(f"hyperparameters[{key!r}] holds what looks like a credential")
+        return v
+
+    # ------------------------------------------------------------------ combinations
+    @model_validator(mode="after")
+    def _combinations(self) -> SageMakerConfig:
+        if bool(self.subnets) != bool(self.security_group_ids):
+            raise ValueError(
+                f"subnets={self.subnets} and security_group_ids={self.security_group_ids}: a VPC "
+                "needs both (or neither)"
+            )
+        fsx = [name for name, i in self.inputs.items() if i.kind == "fsx_lustre"]
+        if fsx and not self.subnets:
+            raise ValueError(
+                f"inputs {fsx} read FSx for Lustre, which SageMaker reaches only inside a VPC: "
+                "set subnets (in the file system's availability zone) and security_group_ids"
+            )
+        if self.spot:
+            if self.checkpoint_s3_uri is None:
+                raise ValueError(
+                    "spot=true needs checkpoint_s3_uri: without checkpoints synced to S3 an "
+                    "interrupted spot job restarts from step 0"
+                )
+            if self.max_wait_seconds is None:
+                raise ValueError(
+                    f"spot=true needs max_wait_seconds (>= max_run_seconds={self.max_run_seconds}):"
+                    " the total time including waiting for spot capacity"
+                )
+            if self.max_wait_seconds < self.max_run_seconds:
+                raise ValueError(
+                    f"max_wait_seconds={self.max_wait_seconds} is shorter than max_run_seconds="
+                    f"{self.max_run_seconds}; SageMaker requires max wait >= max run"
+                )
+            if self.keep_alive_seconds:
+                raise ValueError(
+                    f"keep_alive_seconds={self.keep_alive_seconds} with spot=true: SageMaker "
+                    "warm pools are not available for managed spot training"
+                )
+        elif self.max_wait_seconds is not None:
+            raise ValueError(
+                f"max_wait_seconds={self.max_wait_seconds} applies only to managed spot training "
+                "(set spot: true, or remove max_wait_seconds)"
+            )
+        if self.instance_count > 1 and self.distribution is None:
+            raise ValueError(
+                f"instance_count={self.instance_count} needs a distribution "
+                "({kind: horovod} or {kind: tf_multiworker})"
+            )
+        if self.distribution is not None and self.distribution.kind == "horovod":
+            self.processes_per_host  # noqa: B018  (raises naming the instance type)
+        return self
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def processes_per_host(self) -> int:
+        """Training processes per instance: Horovod's MPI slots, else 1."""
+        dist = self.distribution
+        if dist is None or dist.kind != "horovod":
+            return 1
+        if dist.processes_per_host is not None:
+            return dist.processes_per_host
+        spec = instance_spec(self.instance_type)
+        if spec is None:
+            raise ValueError(
+                f"distribution.kind=horovod: instance_type={self.instance_type!r} is not in "
+                "albertkit's instance table (albertkit/sagemaker/instances.py), so the number "
+                "of processes per host is unknown; set distribution.processes_per_host"
+            )
+        if spec.gpus == 0:
+            raise ValueError(
+                f"distribution.kind=horovod: instance_type={self.instance_type!r} has no GPU; "
+                "set distribution.processes_per_host for CPU processes"
+            )
+        return spec.gpus
+
+    @property
+    def replicas(self) -> int:
+        """Data-parallel model replicas in the whole job (for batch-size arithmetic)."""
+        dist = self.distribution
+        if dist is not None and dist.kind == "tf_multiworker":
+            spec = instance_spec(self.instance_type)
+            per_host = max(spec.gpus, 1) if spec is not None else 1
+            return self.instance_count * per_host
+        return self.instance_count * self.processes_per_host
+
+    @property
+    def backend(self) -> Literal["single", "horovod", "tf_multiworker"]:
+        """The albertkit ``distributed.backend`` the job's processes use."""
+        return "single" if self.distribution is None else self.distribution.kind
+
+
+def hyperparameter_text(value: HyperparameterValue) -> str:
+    """The string SageMaker stores for a hyperparameter value (JSON for non-strings)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)

@@ -1,0 +1,192 @@
+"""``albertkit train-tokenizer`` and ``albertkit prepare-data`` (argparse sub-commands).
+
+``cli.py`` wires them in::
+
+    from albertkit.data.commands import add_prepare_data_parser, add_train_tokenizer_parser
+    add_train_tokenizer_parser(subparsers)
+    add_prepare_data_parser(subparsers)
+    args = parser.parse_args()
+    sys.exit(args.func(args))
+
+Each ``func`` returns a process exit code: 0 on success, 2 on a data/tokenizer error (the
+message, naming file/line/setting, goes to stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def _fail(e: Exception) -> int:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+
+
+def add_train_tokenizer_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``train-tokenizer``: text files -> SentencePiece + HF tokenizer directory."""
+    p = subparsers.add_parser(
+        "train-tokenizer",
+        help="train an ALBERT SentencePiece tokenizer on text files",
+        description="Train a SentencePiece unigram tokenizer with the ALBERT recipe and save "
+        "spiece.model plus a Hugging Face tokenizer directory.",
+    )
+    p.add_argument("inputs", nargs="+", help="text files, directories or globs (.gz ok)")
+    p.add_argument("--out", required=True, help="tokenizer directory to write")
+    p.add_argument("--vocab-size", type=int, default=30000)
+    p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--keep-accents", action=argparse.BooleanOptionalAction, default=False)
+    p.add_argument("--character-coverage", type=float, default=0.99995)
+    p.add_argument(
+        "--input-format",
+        choices=["document_per_line", "sentence_per_line"],
+        default="document_per_line",
+    )
+    p.add_argument("--encoding-errors", choices=["fail", "skip"], default="fail")
+    p.add_argument(
+        "--input-sentence-size", type=int, default=10_000_000, help="sentences sampled for training"
+    )
+    p.add_argument(
+        "--num-threads",
+        type=int,
+        default=4,
+        help="training threads (part of the result: same threads, same model)",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=run_train_tokenizer)
+    return p
+
+
+def run_train_tokenizer(args: argparse.Namespace) -> int:
+    from albertkit.data.corpus import CorpusError
+    from albertkit.data.tokenizer import TokenizerConfig, TokenizerError, train_tokenizer
+
+    try:
+        cfg = TokenizerConfig(
+            vocab_size=args.vocab_size,
+            lowercase=args.lowercase,
+            keep_accents=args.keep_accents,
+            character_coverage=args.character_coverage,
+            input_format=args.input_format,
+            encoding_errors=args.encoding_errors,
+            input_sentence_size=args.input_sentence_size,
+            num_threads=args.num_threads,
+            seed=args.seed,
+        )
+        t0 = time.time()
+        tok = train_tokenizer(args.inputs, args.out, cfg)
+    except (CorpusError, TokenizerError, ValueError) as e:
+        return _fail(e)
+    print(
+        f"tokenizer: {args.out} (vocab {tok.vocab_size}, special ids {tok.special_ids}, "
+        f"{time.time() - t0:.1f} s)"
+    )
+    return 0
+
+
+def add_prepare_data_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``prepare-data``: text files -> sharded pretraining TFRecords + manifest."""
+    p = subparsers.add_parser(
+        "prepare-data",
+        help="turn text files into sharded ALBERT pretraining TFRecords",
+        description="Create sentence-order pairs with n-gram masking (static) or unmasked "
+        "pairs for dynamic masking, written as TFRecord shards with a manifest.json. "
+        "Re-running resumes; finished directories are reused.",
+    )
+    p.add_argument("inputs", nargs="+", help="text files, directories or globs (.gz ok)")
+    p.add_argument("--tokenizer", required=True, help="tokenizer directory or spiece.model")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--input-format",
+        choices=["document_per_line", "sentence_per_line"],
+        default="document_per_line",
+    )
+    p.add_argument("--encoding-errors", choices=["fail", "skip"], default="fail")
+    p.add_argument("--seq-length", type=int, default=512)
+    p.add_argument("--max-predictions-per-seq", type=int, default=20)
+    p.add_argument("--short-seq-prob", type=float, default=0.1)
+    p.add_argument("--dupe-factor", type=int, default=10)
+    p.add_argument("--masking", choices=["static", "dynamic"], default="static")
+    p.add_argument("--masked-lm-prob", type=float, default=0.15)
+    p.add_argument("--max-ngram", type=int, default=3)
+    p.add_argument("--num-shards", type=int, default=None, help="default: ~20k examples each")
+    p.add_argument(
+        "--eval-fraction",
+        type=float,
+        default=0.0,
+        help="fraction of documents held out as eval-*.tfrecord",
+    )
+    p.add_argument("--eval-shards", type=int, default=1)
+    p.add_argument("--eval-dupe-factor", type=int, default=1)
+    p.add_argument("--min-document-tokens", type=int, default=4)
+    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--num-workers", type=int, default=None, help="processes (default: all CPUs)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace data prepared with other settings in --out",
+    )
+    p.add_argument("--keep-work", action="store_true", help="keep tokenised arrays in --out/.work")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+    p.set_defaults(func=run_prepare_data)
+    return p
+
+
+def run_prepare_data(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from albertkit.config import MaskingConfig
+    from albertkit.data.corpus import CorpusError
+    from albertkit.data.tokenizer import TokenizerError
+    from albertkit.data.writer import (
+        DataPreparationError,
+        PretrainingDataConfig,
+        prepare_pretraining_data,
+    )
+
+    try:
+        cfg = PretrainingDataConfig(
+            inputs=args.inputs,
+            input_format=args.input_format,
+            encoding_errors=args.encoding_errors,
+            seq_length=args.seq_length,
+            max_predictions_per_seq=args.max_predictions_per_seq,
+            short_seq_prob=args.short_seq_prob,
+            dupe_factor=args.dupe_factor,
+            masking=args.masking,
+            masking_rules=MaskingConfig(
+                masked_lm_prob=args.masked_lm_prob, max_ngram=args.max_ngram
+            ),
+            num_shards=args.num_shards,
+            eval_fraction=args.eval_fraction,
+            eval_shards=args.eval_shards,
+            eval_dupe_factor=args.eval_dupe_factor,
+            min_document_tokens=args.min_document_tokens,
+            seed=args.seed,
+        )
+        manifest = prepare_pretraining_data(
+            cfg,
+            args.tokenizer,
+            args.out,
+            num_workers=args.num_workers,
+            progress=args.progress,
+            overwrite=args.overwrite,
+            keep_work=args.keep_work,
+        )
+    except ValidationError as e:
+        return _fail(
+            ValueError(
+                "; ".join(
+                    f"--{'.'.join(str(p) for p in err['loc']).replace('_', '-')}: {err['msg']}"
+                    for err in e.errors()
+                )
+            )
+        )
+    except (CorpusError, TokenizerError, DataPreparationError, ValueError) as e:
+        return _fail(e)
+    summary = {k: manifest[k] for k in ("examples", "documents", "masking", "seq_length")}
+    summary["skipped_lines"] = manifest["read"]["skipped_lines"]
+    print(f"{args.out}: {json.dumps(summary)}")
+    return 0

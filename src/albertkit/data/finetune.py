@@ -1,0 +1,105 @@
+"""tf.data pipelines over in-memory fine-tuning features (SQuAD windows, GLUE sentences).
+
+Fine-tuning sets are small (SQuAD v2.0 train: ~130k windows x 384 int32 x 3 = 0.6 GB at
+most), so the features live in NumPy arrays and ``tf.data`` slices them. The trainer calls
+``train(skip_micro_batches, accum)`` for ``[accum, micro_batch, ...]`` batches, ``eval()``
+for ``[micro_batch, ...]`` batches, and reads ``has_eval``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+
+class FinetuneDatasets:
+    """Train / eval pipelines over feature arrays, sharded by the distributor.
+
+    Order: shuffle (seeded, reshuffled every epoch, identical on every rank) -> repeat ->
+    shard (rank ``r`` takes elements ``r, r + size, ...``) -> micro-batch -> skip (resume
+    position) -> group ``accum`` micro-batches. The order depends only on the seed, so skipping
+    ``step * accum`` micro-batches resumes exactly where a run stopped.
+
+    Args:
+        train: feature name -> array ``[N, ...]`` (all the same ``N``).
+        eval: the same for evaluation, or None.
+        micro_batch_size: examples per replica per micro-batch.
+        seed: shuffling seed.
+        distributor: the data-parallel backend (``shard``, ``distribute_dataset``).
+        eval_steps: at most this many eval batches from ``eval()`` (None = all).
+
+    Example:
+        >>> data = FinetuneDatasets({"input_ids": ids, "labels": y}, None, 32, 0, SingleProcess())
+        >>> batch = next(iter(data.train(skip_micro_batches=0, accum=2)))  # [2, 32, ...]
+    """
+
+    def __init__(self, train: Mapping[str, np.ndarray], eval: Mapping[str, np.ndarray] | None,
+                 micro_batch_size: int, seed: int, distributor: Any,
+                 eval_steps: int | None = None) -> None:
+        n = {k: len(v) for k, v in train.items()}
+        if len(set(n.values())) != 1:
+            raise ValueError(f"feature arrays differ in length: {n}")
+        if not next(iter(n.values())):
+            raise ValueError("no training features")
+        self.train_arrays = dict(train)
+        self.eval_arrays = dict(eval) if eval is not None else None
+        self.micro_batch_size = micro_batch_size
+        self.seed = seed
+        self.distributor = distributor
+        self.eval_steps = eval_steps
+
+    @property
+    def has_eval(self) -> bool:
+        return self.eval_arrays is not None and len(next(iter(self.eval_arrays.values()))) > 0
+
+    @property
+    def num_train(self) -> int:
+        return len(next(iter(self.train_arrays.values())))
+
+    def train(self, skip_micro_batches: int = 0, accum: int = 1):
+        """Endless ``[accum, micro_batch, ...]`` batches for this rank."""
+        import tensorflow as tf
+
+        ds = tf.data.Dataset.from_tensor_slices(self.train_arrays)
+        ds = ds.shuffle(self.num_train, seed=self.seed, reshuffle_each_iteration=True).repeat()
+        ds = self.distributor.shard(ds)
+        ds = ds.batch(self.micro_batch_size, drop_remainder=True)
+        if skip_micro_batches:
+            ds = ds.skip(skip_micro_batches)
+        ds = ds.batch(accum, drop_remainder=True).prefetch(2)
+        return self.distributor.distribute_dataset(ds)
+
+    def eval(self):
+        """Ordered ``[micro_batch, ...]`` eval batches (this rank's share), at most eval_steps."""
+        import tensorflow as tf
+
+        if self.eval_arrays is None:
+            raise ValueError("no evaluation data configured (data.eval_file)")
+        ds = tf.data.Dataset.from_tensor_slices(self.eval_arrays)
+        ds = self.distributor.shard(ds).batch(self.micro_batch_size)
+        if self.eval_steps:
+            ds = ds.take(self.eval_steps)
+        return ds.prefetch(2)
+
+
+def padded_batches(arrays: Mapping[str, np.ndarray], batch_size: int
+                   ) -> list[tuple[dict[str, np.ndarray], int]]:
+    """Ordered full-size batches (the last one zero-padded) and the count of real rows.
+
+    Padding keeps every batch the same shape, so a compiled predict function is traced once.
+    """
+    n = len(next(iter(arrays.values())))
+    out = []
+    for i in range(0, n, batch_size):
+        rows = min(batch_size, n - i)
+        batch = {}
+        for k, v in arrays.items():
+            part = v[i:i + rows]
+            if rows < batch_size:
+                pad = np.zeros((batch_size - rows, *v.shape[1:]), v.dtype)
+                part = np.concatenate([part, pad])
+            batch[k] = part
+        out.append((batch, rows))
+    return out

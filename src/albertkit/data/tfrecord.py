@@ -1,0 +1,226 @@
+"""TFRecord files and ``tf.train.Example`` records, written without importing TensorFlow.
+
+Preparation runs in many spawned processes; importing TensorFlow costs each of them
+seconds and hundreds of MB, so records are encoded here directly from the two public
+formats (and read back by TensorFlow in the tests, which is the independent check):
+
+* TFRecord framing (tensorflow/core/lib/io/record_writer.cc): ``uint64 length``,
+  ``uint32 masked_crc32c(length)``, ``data``, ``uint32 masked_crc32c(data)``, little endian;
+  ``masked = ((crc >> 15) | (crc << 17)) + 0xa282ead8``.
+* ``tf.train.Example`` (tensorflow/core/example/{example,feature}.proto): Example.features
+  (field 1) -> Features.feature map (field 1, entries key=1/value=2) -> Feature oneof
+  float_list=2 / int64_list=3 -> packed ``value`` (field 1).
+
+Example:
+    >>> rec = encode_example({"input_ids": np.array([2, 7, 3]), "w": np.array([1.0], np.float32)})
+    >>> frame_record(rec)[:8] == len(rec).to_bytes(8, "little")
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import google_crc32c
+import numpy as np
+
+_MASK_DELTA = 0xA282EAD8
+
+
+class RecordError(ValueError):
+    """A corrupt or truncated TFRecord file; the message names the file and byte offset."""
+
+
+def masked_crc32c(data: bytes) -> int:
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def frame_record(data: bytes) -> bytes:
+    """One TFRecord: length, its CRC, payload, payload CRC."""
+    header = struct.pack("<Q", len(data))
+    return (
+        header
+        + struct.pack("<I", masked_crc32c(header))
+        + data
+        + struct.pack("<I", masked_crc32c(data))
+    )
+
+
+# ------------------------------------------------------------------ protobuf encoding
+def _varint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+_SMALL_VARINTS = [_varint_bytes(i) for i in range(1 << 14)]
+_THRESHOLDS = np.array([1 << k for k in range(7, 63, 7)], np.int64)
+_SHIFTS = np.arange(0, 70, 7, dtype=np.int64)
+_COLS = np.arange(10, dtype=np.int64)
+
+
+def _vb(n: int) -> bytes:
+    return _SMALL_VARINTS[n] if n < 16384 else _varint_bytes(n)
+
+
+def _varints_rows(a: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """Base-128 varints of a [rows, cols] array of non-negative ints, all rows at once.
+
+    Returns the concatenated bytes (row-major) and the byte length of every row.
+    """
+    a = np.asarray(a, dtype=np.int64)
+    if a.size and a.min() < 0:
+        raise ValueError("negative values are not supported in int64 features here")
+    if a.size == 0 or a.max() < 0x80:
+        return a.astype(np.uint8).tobytes(), np.full(a.shape[0], a.shape[1], np.int64)
+    nbytes = 1 + np.searchsorted(_THRESHOLDS, a, side="right")
+    width = int(nbytes.max())
+    cols = _COLS[:width]
+    groups = (a[..., None] >> _SHIFTS[:width]) & 0x7F
+    groups |= (nbytes[..., None] > cols + 1).astype(np.int64) << 7
+    out = groups.astype(np.uint8)[cols < nbytes[..., None]]
+    return out.tobytes(), nbytes.sum(axis=1)
+
+
+def _len_field(num: int, payload: bytes) -> bytes:
+    return _vb((num << 3) | 2) + _vb(len(payload)) + payload
+
+
+def encode_examples(features: dict[str, np.ndarray]) -> list[bytes]:
+    """Serialise N ``tf.train.Example`` records from [N, ...] arrays (int -> int64_list,
+    float -> float_list), keys in the given order. Vectorised over examples."""
+    arrays = {k: np.asarray(v).reshape(len(v), -1) for k, v in features.items()}
+    n = len(next(iter(arrays.values())))
+    columns: list[tuple[bytes, int, list[bytes]]] = []
+    for key, arr in arrays.items():
+        if len(arr) != n:
+            raise ValueError(f"feature {key!r} has {len(arr)} rows, expected {n}")
+        if arr.dtype.kind == "f":
+            flat, kind = arr.astype("<f4").tobytes(), 2  # float_list
+            lengths = np.full(n, arr.shape[1] * 4, np.int64)
+        elif arr.dtype.kind in "iub":
+            (flat, lengths), kind = _varints_rows(arr), 3  # int64_list
+        else:
+            raise TypeError(f"feature {key!r}: unsupported dtype {arr.dtype}")
+        ends = np.cumsum(lengths).tolist()
+        starts = [0, *ends[:-1]]
+        rows = [flat[a:b] for a, b in zip(starts, ends, strict=True)]
+        columns.append((_len_field(1, key.encode("utf-8")), kind, rows))
+    out = []
+    for i in range(n):
+        parts = []
+        for key_field, kind, rows in columns:
+            feature = _len_field(kind, _len_field(1, rows[i]))
+            parts.append(_len_field(1, key_field + _len_field(2, feature)))
+        out.append(_len_field(1, b"".join(parts)))
+    return out
+
+
+def encode_example(features: dict[str, np.ndarray]) -> bytes:
+    """Serialise one ``tf.train.Example`` from 1-D arrays."""
+    return encode_examples({k: np.asarray(v).reshape(1, -1) for k, v in features.items()})[0]
+
+
+# ------------------------------------------------------------------ files
+class RecordWriter:
+    """Write a TFRecord file under a temporary name; ``commit()`` renames it into place.
+
+    A file at the final name is therefore always complete. Use as a context manager: an
+    exception (or a killed process) leaves only a ``.tmp`` file that looks unfinished.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.tmp, "wb")  # noqa: SIM115
+        self.count = 0
+        self.bytes = 0
+        self._hash = hashlib.sha256()
+
+    def write(self, record: bytes) -> None:
+        framed = frame_record(record)
+        self._fh.write(framed)
+        self._hash.update(framed)
+        self.count += 1
+        self.bytes += len(framed)
+
+    @property
+    def sha256(self) -> str:
+        return self._hash.hexdigest()
+
+    def commit(self) -> None:
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        os.replace(self.tmp, self.path)
+
+    def abort(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+        self.tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+def read_records(path: str | os.PathLike, *, verify: bool = True) -> Iterator[bytes]:
+    """Payloads of a TFRecord file; raises :class:`RecordError` naming file and offset."""
+    path = str(path)
+    with open(path, "rb") as fh:
+        offset = 0
+        while True:
+            header = fh.read(12)
+            if not header:
+                return
+            if len(header) < 12:
+                raise RecordError(f"{path}: truncated record header at byte {offset}")
+            (length,) = struct.unpack("<Q", header[:8])
+            if verify and struct.unpack("<I", header[8:])[0] != masked_crc32c(header[:8]):
+                raise RecordError(f"{path}: corrupt record length at byte {offset}")
+            data = fh.read(length)
+            footer = fh.read(4)
+            if len(data) < length or len(footer) < 4:
+                raise RecordError(f"{path}: truncated record at byte {offset}")
+            if verify and struct.unpack("<I", footer)[0] != masked_crc32c(data):
+                raise RecordError(f"{path}: corrupt record data at byte {offset} (CRC mismatch)")
+            yield data
+            offset += 16 + length
+
+
+def count_records(path: str | os.PathLike) -> int:
+    """Number of records, checking the framing only (lengths and their CRCs), fast."""
+    path = str(path)
+    size = os.path.getsize(path)
+    n = offset = 0
+    with open(path, "rb") as fh:
+        while offset < size:
+            header = fh.read(12)
+            if len(header) < 12:
+                raise RecordError(f"{path}: truncated record header at byte {offset}")
+            (length,) = struct.unpack("<Q", header[:8])
+            if struct.unpack("<I", header[8:])[0] != masked_crc32c(header[:8]):
+                raise RecordError(f"{path}: corrupt record length at byte {offset}")
+            offset += 16 + length
+            if offset > size:
+                raise RecordError(f"{path}: truncated record at byte {offset - 16 - length}")
+            fh.seek(offset)
+            n += 1
+    return n

@@ -1,0 +1,583 @@
+"""Raw text -> sharded pretraining TFRecords, in parallel processes, resumable.
+
+Two phases, each a list of independent tasks run by a ``spawn`` process pool (or in this
+process when ``num_workers == 1``):
+
+1. **tokenize**: the inputs are cut into chunks (:func:`albertkit.data.corpus.plan_chunks`);
+   each chunk is read, split into sentences, normalised and tokenised, and saved under
+   ``<out>/.work/`` as ``.npy`` arrays (no pickle), with a ``.json`` marker written last.
+2. **write**: all documents are put in one seeded order; the first ``eval_fraction`` of them
+   go to the held-out split, the rest are dealt into ``num_shards`` shards. Each shard task
+   builds the SOP pairs of its documents ``dupe_factor`` times, shuffles them, masks them
+   (static) or keeps them unmasked (dynamic), and writes ``<split>-NNNNN-of-MMMMM.tfrecord``
+   under a temporary name that is renamed when complete, then a marker.
+
+Every random choice of a shard comes from ``numpy.random.default_rng([seed, split, shard])``,
+and what a shard holds does not depend on how many processes ran: same inputs + tokenizer +
+settings + seed give byte-identical shards. ``manifest.json`` is written last (example counts
+and SHA-256 per shard, all settings, tokenizer hash, special ids); a directory without it is
+unfinished. Re-running with the same settings skips finished tokenize chunks and shards; a
+finished directory returns its manifest at once. Different settings in the same directory
+are refused unless ``overwrite=True``.
+
+Feature format (Google ALBERT): static files hold ``input_ids``, ``input_mask``,
+``segment_ids``, ``masked_lm_positions``, ``masked_lm_ids``, ``masked_lm_weights`` (float),
+``next_sentence_labels`` (1 = swapped); dynamic files hold ``input_ids`` (unmasked),
+``input_mask``, ``segment_ids``, ``token_boundary`` (1 = word start) and
+``next_sentence_labels``, and are masked by the reader.
+
+Example:
+    >>> cfg = PretrainingDataConfig(inputs=["corpus/*.txt"], seq_length=128,
+    ...                             max_predictions_per_seq=20)          # doctest: +SKIP
+    >>> manifest = prepare_pretraining_data(cfg, "tok/", "data/", num_workers=2)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import multiprocessing
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from albertkit.config import MaskingConfig, atomic_write_text
+from albertkit.data.corpus import (
+    Chunk,
+    CorpusError,
+    EncodingErrors,
+    InputFormat,
+    ReadStats,
+    expand_inputs,
+    plan_chunks,
+    read_chunk,
+)
+from albertkit.data.instances import create_pairs
+from albertkit.data.masking import VocabInfo, mask_sequence
+from albertkit.data.tfrecord import RecordWriter, encode_examples
+from albertkit.data.tokenizer import Tokenizer
+
+FORMAT = "albertkit-pretraining-v1"
+MANIFEST = "manifest.json"
+WORK = ".work"
+SPLITS = {"train": 0, "eval": 1}
+_BATCH = 256
+_EXAMPLES_PER_SHARD = 20_000  # target when num_shards is chosen automatically
+
+
+class DataPreparationError(ValueError):
+    """Preparation cannot proceed; the message names the input, setting or directory."""
+
+
+class PretrainingDataConfig(BaseModel):
+    """Settings of :func:`prepare_pretraining_data` (Google's flag names where they exist)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: list[str] = Field(..., min_length=1)
+    input_format: InputFormat = "document_per_line"
+    encoding_errors: EncodingErrors = "fail"
+    seq_length: int = Field(512, gt=8)
+    max_predictions_per_seq: int = Field(20, gt=0)
+    short_seq_prob: float = Field(0.1, ge=0.0, le=1.0)
+    dupe_factor: int = Field(10, gt=0)
+    masking: Literal["static", "dynamic"] = "static"
+    masking_rules: MaskingConfig = MaskingConfig()
+    num_shards: int | None = Field(None, gt=0)
+    split: Literal["train", "eval"] = "train"  # name of the main output's shards
+    eval_fraction: float = Field(0.0, ge=0.0, lt=0.5)
+    eval_shards: int = Field(1, gt=0)
+    eval_dupe_factor: int = Field(1, gt=0)
+    min_document_tokens: int = Field(4, ge=2)
+    seed: int = 12345
+    chunk_bytes: int = Field(32 << 20, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> PretrainingDataConfig:
+        if self.max_predictions_per_seq > self.seq_length:
+            raise ValueError(
+                f"max_predictions_per_seq={self.max_predictions_per_seq} exceeds "
+                f"seq_length={self.seq_length}"
+            )
+        return self
+
+
+# ------------------------------------------------------------------ helpers
+def shard_name(split: str, index: int, count: int) -> str:
+    return f"{split}-{index:05d}-of-{count:05d}.tfrecord"
+
+
+def _inputs_fingerprint(files: list[Path]) -> list[dict[str, Any]]:
+    out = []
+    for f in files:
+        st = f.stat()
+        out.append({"path": str(f), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    return out
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def _run(
+    fn: Callable,
+    tasks: list,
+    num_workers: int,
+    desc: str,
+    unit: str,
+    progress: bool,
+    on_result: Callable[[Any], None],
+) -> None:
+    from tqdm.auto import tqdm
+
+    bar = tqdm(
+        total=len(tasks),
+        desc=desc,
+        unit=unit,
+        disable=not progress or not tasks,
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
+    try:
+        if num_workers <= 1 or len(tasks) <= 1:
+            for t in tasks:
+                on_result(fn(t))
+                bar.update(1)
+        else:
+            ctx = multiprocessing.get_context("spawn")
+            with ctx.Pool(min(num_workers, len(tasks))) as pool:
+                for r in pool.imap_unordered(fn, tasks):
+                    on_result(r)
+                    bar.update(1)
+    finally:
+        bar.close()
+
+
+# ------------------------------------------------------------------ phase 1: tokenize
+def _tokenize_task(task: dict[str, Any]) -> dict[str, Any]:
+    """Worker: read, split and tokenise one chunk; save arrays, then the marker."""
+    work = Path(task["work"])
+    stem = work / f"tok-{task['index']:05d}"
+    marker = stem.with_suffix(".json")
+    if marker.is_file():
+        return json.loads(marker.read_text())
+    tok = Tokenizer(
+        task["model_file"], lowercase=task["lowercase"], keep_accents=task["keep_accents"]
+    )
+    stats = ReadStats()
+    ids: list[np.ndarray] = []
+    sent_ends: list[int] = []
+    doc_ends: list[int] = []
+    n_tokens = 0
+    dropped = 0
+    chunk = Chunk(**task["chunk"])
+    for doc in read_chunk(chunk, task["input_format"], task["encoding_errors"], stats):
+        pieces = [np.asarray(x, np.int32) for x in tok.encode_batch(doc.sentences)]
+        pieces = [p for p in pieces if len(p)]
+        if sum(len(p) for p in pieces) < task["min_document_tokens"]:
+            dropped += 1
+            continue
+        for p in pieces:
+            ids.append(p)
+            n_tokens += len(p)
+            sent_ends.append(n_tokens)
+        doc_ends.append(len(sent_ends))
+    flat = np.concatenate(ids) if ids else np.zeros(0, np.int32)
+    for name, arr in (
+        ("ids", flat),
+        ("sent", np.asarray(sent_ends, np.int64)),
+        ("doc", np.asarray(doc_ends, np.int64)),
+    ):
+        tmp = work / f".{stem.name}.{name}.{os.getpid()}.tmp.npy"
+        np.save(tmp, arr, allow_pickle=False)
+        os.replace(tmp, work / f"{stem.name}.{name}.npy")
+    result = {
+        "index": task["index"],
+        "documents": len(doc_ends),
+        "dropped_documents": dropped,
+        "sentences": len(sent_ends),
+        "tokens": int(n_tokens),
+        "read": stats.to_dict(),
+    }
+    atomic_write_text(marker, json.dumps(result))
+    return result
+
+
+class _Corpus:
+    """Tokenised documents of all chunks, memory-mapped, addressed by global index."""
+
+    def __init__(self, work: Path, doc_counts: list[int]) -> None:
+        self.work = work
+        self.starts = np.concatenate([[0], np.cumsum(doc_counts)]).astype(np.int64)
+        self._cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def _chunk(self, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if c not in self._cache:
+            stem = self.work / f"tok-{c:05d}"
+            self._cache[c] = tuple(  # type: ignore[assignment]
+                np.load(f"{stem}.{n}.npy", mmap_mode="r", allow_pickle=False)
+                for n in ("ids", "sent", "doc")
+            )
+        return self._cache[c]
+
+    def document(self, g: int) -> list[np.ndarray]:
+        c = int(np.searchsorted(self.starts, g, side="right")) - 1
+        ids, sent, doc = self._chunk(c)
+        d = g - int(self.starts[c])
+        s0 = int(doc[d - 1]) if d else 0
+        s1 = int(doc[d])
+        bounds = [int(sent[s0 - 1]) if s0 else 0, *(int(x) for x in sent[s0:s1])]
+        block = np.array(ids[bounds[0] : bounds[-1]], np.int32)
+        base = bounds[0]
+        return [block[a - base : b - base] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+# ------------------------------------------------------------------ phase 2: write
+def _write_task(task: dict[str, Any]) -> dict[str, Any]:
+    """Worker: build, mask and write one shard (temporary name, rename, then marker)."""
+    out_dir = Path(task["out_dir"])
+    work = out_dir / WORK
+    name = task["name"]
+    marker = work / f"{name}.json"
+    if marker.is_file() and (out_dir / name).is_file():
+        info = json.loads(marker.read_text())
+        if (out_dir / name).stat().st_size == info["bytes"]:
+            return info
+    cfg = PretrainingDataConfig.model_validate(task["config"])
+    tok = Tokenizer(
+        task["model_file"], lowercase=task["lowercase"], keep_accents=task["keep_accents"]
+    )
+    table = tok.word_start_table()
+    info = VocabInfo(tok.vocab_size, dict(tok.special_ids))
+    corpus = _Corpus(work, task["doc_counts"])
+    rng = np.random.default_rng([cfg.seed, SPLITS[task["split"]], task["shard"]])
+    docs = [corpus.document(int(g)) for g in np.load(work / f"{name}.docs.npy", allow_pickle=False)]
+    pairs = []
+    for _ in range(task["dupe_factor"]):
+        for doc in docs:
+            pairs.extend(
+                create_pairs(
+                    doc,
+                    seq_length=cfg.seq_length,
+                    short_seq_prob=cfg.short_seq_prob,
+                    word_start_table=table,
+                    cls_id=tok.cls_id,
+                    sep_id=tok.sep_id,
+                    rng=rng,
+                )
+            )
+    order = rng.permutation(len(pairs))
+    L, P = cfg.seq_length, cfg.max_predictions_per_seq
+    with RecordWriter(out_dir / name) as writer:
+        for b0 in range(0, len(order), _BATCH):
+            batch = [pairs[i] for i in order[b0 : b0 + _BATCH]]
+            n = len(batch)
+            input_ids = np.zeros((n, L), np.int64)
+            input_mask = np.zeros((n, L), np.int64)
+            segment_ids = np.zeros((n, L), np.int64)
+            labels = np.array([[p.sop_label] for p in batch], np.int64)
+            feats: dict[str, np.ndarray]
+            if cfg.masking == "static":
+                positions = np.zeros((n, P), np.int64)
+                lm_ids = np.zeros((n, P), np.int64)
+                weights = np.zeros((n, P), np.float32)
+                for r, p in enumerate(batch):
+                    m = mask_sequence(
+                        p.input_ids,
+                        word_starts=table[p.input_ids],
+                        info=info,
+                        rules=cfg.masking_rules,
+                        max_predictions=P,
+                        rng=rng,
+                    )
+                    t = len(p.input_ids)
+                    input_ids[r, :t] = m.input_ids
+                    input_mask[r, :t] = 1
+                    segment_ids[r, :t] = p.segment_ids
+                    k = len(m.positions)
+                    positions[r, :k] = m.positions
+                    lm_ids[r, :k] = m.labels
+                    weights[r, :k] = 1.0
+                feats = {
+                    "input_ids": input_ids,
+                    "input_mask": input_mask,
+                    "segment_ids": segment_ids,
+                    "masked_lm_positions": positions,
+                    "masked_lm_ids": lm_ids,
+                    "masked_lm_weights": weights,
+                    "next_sentence_labels": labels,
+                }
+            else:
+                boundary = np.zeros((n, L), np.int64)
+                for r, p in enumerate(batch):
+                    t = len(p.input_ids)
+                    input_ids[r, :t] = p.input_ids
+                    input_mask[r, :t] = 1
+                    segment_ids[r, :t] = p.segment_ids
+                    boundary[r, :t] = table[p.input_ids]
+                feats = {
+                    "input_ids": input_ids,
+                    "input_mask": input_mask,
+                    "segment_ids": segment_ids,
+                    "token_boundary": boundary,
+                    "next_sentence_labels": labels,
+                }
+            for rec in encode_examples(feats):
+                writer.write(rec)
+        count, nbytes = writer.count, writer.bytes
+    result = {
+        "file": name,
+        "split": task["split"],
+        "shard": task["shard"],
+        "examples": count,
+        "documents": len(docs),
+        "bytes": nbytes,
+        "sha256": writer.sha256,
+    }
+    atomic_write_text(marker, json.dumps(result))
+    return result
+
+
+# ------------------------------------------------------------------ driver
+def _prepare_directory(out_dir: Path, plan: dict[str, Any], overwrite: bool) -> dict | None:
+    manifest_file = out_dir / MANIFEST
+    plan_sha = plan["plan_sha256"]
+    if manifest_file.is_file():
+        old = json.loads(manifest_file.read_text(encoding="utf-8"))
+        if old.get("plan_sha256") == plan_sha:
+            return old
+        if not overwrite:
+            diff = [
+                k for k in plan["settings"] if old.get("settings", {}).get(k) != plan["settings"][k]
+            ]
+            if old.get("inputs") != plan["inputs"]:
+                diff.append("inputs (paths, sizes or modification times)")
+            if old.get("tokenizer_sha256") != plan["tokenizer_sha256"]:
+                diff.append("tokenizer")
+            raise DataPreparationError(
+                f"{out_dir} already holds pretraining data prepared differently (differs in: "
+                f"{', '.join(diff) or 'format'}); use another directory or overwrite=True "
+                "(--overwrite)"
+            )
+        _wipe(out_dir)
+    work = out_dir / WORK
+    plan_file = work / "plan.json"
+    if plan_file.is_file():
+        old_plan = json.loads(plan_file.read_text(encoding="utf-8"))
+        if old_plan.get("plan_sha256") != plan_sha:
+            if not overwrite:
+                raise DataPreparationError(
+                    f"{out_dir} holds an unfinished preparation with different settings; use "
+                    "another directory or overwrite=True (--overwrite)"
+                )
+            _wipe(out_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    for stale in list(out_dir.glob(".*.tmp")) + list(work.glob(".*.tmp*")):
+        stale.unlink(missing_ok=True)  # left by a killed run: never complete
+    atomic_write_text(plan_file, json.dumps(plan, indent=2))
+    return None
+
+
+def _wipe(out_dir: Path) -> None:
+    (out_dir / MANIFEST).unlink(missing_ok=True)
+    for f in out_dir.glob("*-of-*.tfrecord"):
+        f.unlink()
+    shutil.rmtree(out_dir / WORK, ignore_errors=True)
+
+
+def prepare_pretraining_data(
+    config: PretrainingDataConfig,
+    tokenizer: str | os.PathLike | Tokenizer,
+    out_dir: str | os.PathLike,
+    *,
+    num_workers: int | None = None,
+    progress: bool = True,
+    overwrite: bool = False,
+    keep_work: bool = False,
+) -> dict[str, Any]:
+    """Prepare pretraining TFRecords from raw text; returns the manifest (also on disk).
+
+    Args:
+        config: what to build (inputs, lengths, masking, shards, seed).
+        tokenizer: a tokenizer directory, ``spiece.model`` or loaded :class:`Tokenizer`.
+        out_dir: output directory (shards + ``manifest.json``).
+        num_workers: processes (default: all CPUs); never changes the output.
+        progress: show tqdm progress bars.
+        overwrite: replace data prepared with other settings in ``out_dir``.
+        keep_work: keep the tokenised intermediate arrays in ``out_dir/.work``.
+
+    Raises:
+        CorpusError: unreadable input (names file and line).
+        DataPreparationError: nothing usable left, or ``out_dir`` conflicts.
+    """
+    t0 = time.time()
+    out_dir = Path(out_dir)
+    tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(tokenizer)
+    num_workers = num_workers or os.cpu_count() or 1
+    files = expand_inputs(config.inputs)
+    settings = config.model_dump(mode="json")
+    plan = {
+        "format": FORMAT,
+        "settings": settings,
+        "inputs": _inputs_fingerprint(files),
+        "tokenizer_sha256": tok.sha256,
+    }
+    plan["plan_sha256"] = _sha(plan)
+    done = _prepare_directory(out_dir, plan, overwrite)
+    if done is not None:
+        return done
+    work = out_dir / WORK
+    common = {
+        "model_file": str(tok.model_file.resolve()),
+        "lowercase": tok.lowercase,
+        "keep_accents": tok.keep_accents,
+    }
+
+    # phase 1: tokenize
+    chunks = plan_chunks(files, config.input_format, config.chunk_bytes)
+    tasks = [
+        {
+            **common,
+            "index": i,
+            "chunk": {"path": c.path, "start": c.start, "end": c.end},
+            "work": str(work),
+            "input_format": config.input_format,
+            "encoding_errors": config.encoding_errors,
+            "min_document_tokens": config.min_document_tokens,
+        }
+        for i, c in enumerate(chunks)
+    ]
+    results: dict[int, dict] = {}
+    _run(
+        _tokenize_task,
+        tasks,
+        num_workers,
+        "tokenize",
+        "chunk",
+        progress,
+        lambda r: results.__setitem__(r["index"], r),
+    )
+    stats = ReadStats()
+    for i in range(len(chunks)):
+        stats.merge(ReadStats.from_dict(results[i]["read"]))
+    doc_counts = [results[i]["documents"] for i in range(len(chunks))]
+    n_docs = sum(doc_counts)
+    dropped = sum(results[i]["dropped_documents"] for i in range(len(chunks)))
+    if n_docs == 0:
+        raise DataPreparationError(
+            f"no documents left after filtering: {stats.lines} lines read from {len(files)} "
+            f"file(s), {stats.documents} documents found, {dropped} shorter than "
+            f"min_document_tokens={config.min_document_tokens}, {stats.skipped_lines} lines "
+            f"skipped (encoding_errors={config.encoding_errors!r}); check input_format="
+            f"{config.input_format!r}"
+        )
+
+    # phase 2: deal documents into shards
+    order = np.random.default_rng([config.seed, 7]).permutation(n_docs)
+    n_eval = int(round(n_docs * config.eval_fraction))
+    if config.eval_fraction > 0 and n_eval == 0 and n_docs >= 2:
+        n_eval = 1
+    if config.split == "eval":
+        n_eval = 0  # the whole output is a held-out set
+    if n_docs - n_eval < 1:
+        raise DataPreparationError(
+            f"eval_fraction={config.eval_fraction} leaves no training documents ({n_docs} total)"
+        )
+    total_tokens = sum(results[i]["tokens"] for i in range(len(chunks)))
+    n_train_shards = config.num_shards or max(
+        1,
+        math.ceil(
+            total_tokens * config.dupe_factor / (config.seq_length - 3) / _EXAMPLES_PER_SHARD
+        ),
+    )
+    n_train_shards = min(n_train_shards, n_docs - n_eval)
+    splits = {config.split: (order[n_eval:], n_train_shards, config.dupe_factor)}
+    if n_eval and config.split == "train":
+        splits["eval"] = (order[:n_eval], min(config.eval_shards, n_eval), config.eval_dupe_factor)
+    write_tasks = []
+    for split, (doc_ids, n_shards, dupe) in splits.items():
+        for s, part in enumerate(np.array_split(doc_ids, n_shards)):
+            name = shard_name(split, s, n_shards)
+            np.save(work / f"{name}.docs.npy", part.astype(np.int64), allow_pickle=False)
+            write_tasks.append(
+                {
+                    **common,
+                    "out_dir": str(out_dir),
+                    "name": name,
+                    "split": split,
+                    "shard": s,
+                    "dupe_factor": dupe,
+                    "doc_counts": doc_counts,
+                    "config": settings,
+                }
+            )
+    shards: list[dict] = []
+    bar_examples = [0]
+
+    def collect(r: dict) -> None:
+        shards.append(r)
+        bar_examples[0] += r["examples"]
+
+    _run(_write_task, write_tasks, num_workers, "write shards", "shard", progress, collect)
+    shards.sort(key=lambda r: (SPLITS[r["split"]], r["shard"]))
+    examples = {
+        split: sum(r["examples"] for r in shards if r["split"] == split) for split in splits
+    }
+    manifest = {
+        **plan,
+        "masking": config.masking,
+        "seq_length": config.seq_length,
+        "max_predictions_per_seq": config.max_predictions_per_seq,
+        "masking_rules": config.masking_rules.model_dump(mode="json"),
+        "tokenizer": {
+            "path": str(tok.model_file.resolve().parent),
+            "sha256": tok.sha256,
+            "vocab_size": tok.vocab_size,
+            "special_ids": dict(tok.special_ids),
+            "lowercase": tok.lowercase,
+            "keep_accents": tok.keep_accents,
+        },
+        "read": {**stats.to_dict(), "dropped_documents": dropped, "tokens": int(total_tokens)},
+        "documents": {split: int(len(v[0])) for split, v in splits.items()},
+        "examples": examples,
+        "shards": shards,
+        "seconds": round(time.time() - t0, 2),
+    }
+    atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
+    if not keep_work:
+        shutil.rmtree(work, ignore_errors=True)
+    return manifest
+
+
+def load_manifest(directory: str | os.PathLike) -> dict[str, Any]:
+    """The manifest of a finished output directory."""
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise DataPreparationError(
+            f"{directory}: no {MANIFEST} (preparation unfinished or not run)"
+        )
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def shard_files(manifest_dir: str | os.PathLike, split: str = "train") -> list[str]:
+    """Paths of the shards of one split, in order."""
+    m = load_manifest(manifest_dir)
+    return [str(Path(manifest_dir) / s["file"]) for s in m["shards"] if s["split"] == split]
+
+
+__all__: Iterable[str] = [
+    "CorpusError",
+    "DataPreparationError",
+    "PretrainingDataConfig",
+    "load_manifest",
+    "prepare_pretraining_data",
+    "shard_files",
+]

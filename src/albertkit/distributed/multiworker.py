@@ -1,0 +1,321 @@
+"""The ``tf_multiworker`` backend: ``tf.distribute.MultiWorkerMirroredStrategy``.
+
+One process per machine (a *worker*) drives every local GPU as a replica; workers find
+each other through ``TF_CONFIG`` and all-reduce over TensorFlow's collective runtime (NCCL
+on GPUs, gRPC rings on CPUs). It needs nothing beyond TensorFlow, which makes it the
+fallback wherever Horovod cannot be built.
+
+The shared step runs under ``strategy.run`` (:meth:`MultiWorkerDistributor.run`); the
+reductions it calls (:meth:`reduce_mean`, :meth:`reduce_sum`) are replica-context
+all-reduces. They sit outside the XLA-compiled gradient function because XLA cannot
+compile collectives on CPU.
+
+``TF_CONFIG`` comes from the environment, or is built from SageMaker's ``SM_HOSTS`` /
+``SM_CURRENT_HOST`` (:func:`tf_config_from_environ`, a pure function).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import tensorflow as tf
+
+from albertkit.config import ConfigError
+from albertkit.distributed.compression import compress_for_mean, decompress_mean
+
+log = logging.getLogger("albertkit")
+
+DEFAULT_PORT = 12355  # same default as SageMakerConfig.distribution.port (tf_multiworker)
+PACK_BYTES = 32 * 1024 * 1024  # gradients are packed into ~32 MiB chunks per all-reduce
+
+Communication = Literal["auto", "ring", "nccl"]
+
+
+# ============================================================================ TF_CONFIG
+def sagemaker_tf_config(hosts: list[str], current_host: str, port: int = DEFAULT_PORT
+                        ) -> dict[str, Any]:
+    """TF_CONFIG for one worker per SageMaker host; worker 0 (the chief) is the first host
+    in sorted order, as in ``albertkit.sagemaker.entrypoint``.
+
+    Example:
+        >>> sagemaker_tf_config(["algo-2", "algo-1"], "algo-2", 2222)["task"]
+        {'type': 'worker', 'index': 1}
+    """
+    hosts = sorted(hosts)
+    if current_host not in hosts:
+        raise ConfigError(f"SM_CURRENT_HOST={current_host!r} is not in SM_HOSTS={hosts}")
+    return {
+        "cluster": {"worker": [f"{h}:{port}" for h in hosts]},
+        "task": {"type": "worker", "index": hosts.index(current_host)},
+    }
+
+
+def validate_tf_config(tf_config: Any, source: str = "TF_CONFIG") -> dict[str, Any]:
+    """Check the TF_CONFIG shape MultiWorkerMirroredStrategy needs; errors name ``source``."""
+    if not isinstance(tf_config, dict):
+        raise ConfigError(f"{source}: must be a JSON object, got {type(tf_config).__name__}")
+    cluster, task = tf_config.get("cluster"), tf_config.get("task")
+    if not isinstance(cluster, dict) or not cluster:
+        raise ConfigError(f"{source}: 'cluster' must map job names to address lists, "
+                          f"got {cluster!r}")
+    unknown = sorted(set(cluster) - {"chief", "worker"})
+    if unknown:
+        raise ConfigError(f"{source}: cluster jobs {unknown} are not supported by "
+                          "MultiWorkerMirroredStrategy (only 'chief' and 'worker')")
+    for job, addresses in cluster.items():
+        if not isinstance(addresses, list) or not addresses or not all(
+                isinstance(a, str) and ":" in a for a in addresses):
+            raise ConfigError(f"{source}: cluster.{job} must be a non-empty list of "
+                              f"'host:port' strings, got {addresses!r}")
+    if len(cluster.get("chief", [])) > 1:
+        raise ConfigError(f"{source}: at most one chief, got {cluster['chief']!r}")
+    if not isinstance(task, dict) or task.get("type") not in cluster:
+        raise ConfigError(f"{source}: 'task.type' must be one of {sorted(cluster)}, "
+                          f"got {task!r}")
+    index = task.get("index", 0)
+    if not isinstance(index, int) or not 0 <= index < len(cluster[task["type"]]):
+        raise ConfigError(f"{source}: task.index={index!r} is out of range for "
+                          f"{len(cluster[task['type']])} {task['type']} task(s)")
+    return {"cluster": cluster, "task": {"type": task["type"], "index": index}}
+
+
+def tf_config_from_environ(environ: Mapping[str, str], port: int = DEFAULT_PORT
+                           ) -> dict[str, Any] | None:
+    """The cluster this process belongs to, or None for a single machine.
+
+    ``TF_CONFIG`` wins; otherwise SageMaker's ``SM_HOSTS`` (a JSON list) and
+    ``SM_CURRENT_HOST`` give one worker per host on ``port``. One host means no cluster.
+    """
+    raw = environ.get("TF_CONFIG", "").strip()
+    if raw:
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"TF_CONFIG: malformed JSON at line {e.lineno} column {e.colno}: "
+                              f"{e.msg}") from None
+        if parsed == {} or parsed.get("cluster") in (None, {}):
+            return None
+        return validate_tf_config(parsed)
+    hosts_text = environ.get("SM_HOSTS", "").strip()
+    if hosts_text:
+        try:
+            hosts = json.loads(hosts_text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"SM_HOSTS: malformed JSON ({e.msg}): {hosts_text!r}") from None
+        if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) for h in hosts):
+            raise ConfigError(f"SM_HOSTS: must be a JSON list of host names, got {hosts_text!r}")
+        if len(hosts) == 1:
+            return None
+        current = environ.get("SM_CURRENT_HOST", "").strip()
+        if not current:
+            raise ConfigError(f"SM_HOSTS={hosts_text} names several hosts but SM_CURRENT_HOST "
+                              "is not set")
+        return sagemaker_tf_config(hosts, current, port)
+    return None
+
+
+def cluster_position(tf_config: dict[str, Any] | None) -> tuple[int, int]:
+    """``(rank, size)`` of this worker: the chief (or worker 0 without a chief) is rank 0."""
+    if tf_config is None:
+        return 0, 1
+    cluster, task = tf_config["cluster"], tf_config["task"]
+    chiefs = len(cluster.get("chief", []))
+    size = chiefs + len(cluster.get("worker", []))
+    rank = 0 if task["type"] == "chief" else chiefs + task["index"]
+    return rank, size
+
+
+def make_strategy(tf_config: dict[str, Any] | None, communication: Communication = "auto",
+                  timeout_seconds: float | None = None
+                  ) -> tf.distribute.MultiWorkerMirroredStrategy:
+    """A MultiWorkerMirroredStrategy for ``tf_config`` (None: this machine only).
+
+    The cluster is passed explicitly (SimpleClusterResolver), so nothing here reads or
+    writes ``os.environ``.
+    """
+    impl = {
+        "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+        "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+        "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
+    }[communication]
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=impl, timeout_seconds=timeout_seconds)
+    gpus = len(tf.config.list_physical_devices("GPU"))
+    if tf_config is None:
+        spec, task_type, task_id = tf.train.ClusterSpec({}), None, None
+    else:
+        spec = tf.train.ClusterSpec(tf_config["cluster"])
+        task_type, task_id = tf_config["task"]["type"], tf_config["task"]["index"]
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        spec, task_type=task_type, task_id=task_id, rpc_layer="grpc",
+        num_accelerators={"GPU": gpus} if gpus else None)
+    return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver,
+                                                     communication_options=options)
+
+
+# ============================================================================ backend
+class MultiWorkerDistributor:
+    """Data parallelism with ``tf.distribute.MultiWorkerMirroredStrategy``.
+
+    ``rank``/``size`` count workers (processes); ``replicas`` counts model copies over the
+    whole job (workers x local GPUs). Models and optimizers must be created inside
+    :meth:`scope`; the step runs through :meth:`run`.
+
+    Args:
+        tf_config: the cluster (see :func:`tf_config_from_environ`); None = this machine.
+        fp16_compression: all-reduce gradients as float16.
+        communication: collective implementation (``auto`` picks NCCL on GPUs).
+        timeout_seconds: abort a collective that waits longer (None: wait; peers that die
+            are still detected by the strategy's health check).
+        strategy: use this strategy instead of building one (tests inject a
+            ``MirroredStrategy`` over logical CPUs to exercise several local replicas).
+
+    Example:
+        >>> dist = MultiWorkerDistributor(tf_config_from_environ(os.environ))
+        >>> with dist.scope():
+        ...     model = build_model()
+    """
+
+    def __init__(self, tf_config: dict[str, Any] | None = None, fp16_compression: bool = False,
+                 communication: Communication = "auto", timeout_seconds: float | None = None,
+                 strategy: tf.distribute.Strategy | None = None) -> None:
+        if tf_config is not None:
+            tf_config = validate_tf_config(tf_config)
+        self.tf_config = tf_config
+        self.strategy = strategy or make_strategy(tf_config, communication, timeout_seconds)
+        self.rank, self.size = cluster_position(tf_config)
+        self.local_rank = 0
+        self.fp16_compression = bool(fp16_compression)
+        self._options = tf.distribute.experimental.CommunicationOptions(
+            bytes_per_pack=PACK_BYTES, timeout_seconds=timeout_seconds)
+        self._broadcast_fn = tf.function(self._broadcast_graph, reduce_retracing=True)
+        self._barrier_fn = tf.function(self._barrier_graph)
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def is_chief(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def replicas(self) -> int:
+        return int(self.strategy.num_replicas_in_sync)
+
+    @property
+    def local_replicas(self) -> int:
+        return len(self.strategy.extended.worker_devices)
+
+    def scope(self) -> contextlib.AbstractContextManager:
+        return self.strategy.scope()
+
+    def run(self, fn, *args):
+        # A tf.function `fn` is traced once for all replicas (tf.distribute unwraps it);
+        # collectives inside must not sit in a *nested* tf.function or a tf.cond branch.
+        return self.strategy.run(fn, args=args)
+
+    def local_value(self, value):
+        return tf.nest.map_structure(
+            lambda v: self.strategy.experimental_local_results(v)[0], value)
+
+    def shard(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        return dataset.shard(self.size, self.rank)
+
+    def distribute_dataset(self, dataset: tf.data.Dataset):
+        """Hand this worker's (already sharded) batches to its local replicas.
+
+        With one replica per worker the batches are passed to ``strategy.run`` as they are;
+        with several, consecutive batches go to consecutive local replicas.
+        """
+        if self.local_replicas == 1:
+            return dataset
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = \
+            tf.data.experimental.AutoShardPolicy.OFF  # sharded by rank already
+        dataset = dataset.with_options(options)
+        return self.strategy.distribute_datasets_from_function(lambda _ctx: dataset)
+
+    # ------------------------------------------------------------------ collectives
+    def _replica_context(self, what: str) -> tf.distribute.ReplicaContext:
+        ctx = tf.distribute.get_replica_context()
+        if ctx is None or ctx.strategy is not self.strategy:
+            raise RuntimeError(f"MultiWorkerDistributor.{what} must be called inside "
+                               "distributor.run(...) (a replica context)")
+        return ctx
+
+    def reduce_mean(self, tensors: list[tf.Tensor]) -> list[tf.Tensor]:
+        ctx = self._replica_context("reduce_mean")
+        tensors = [tf.convert_to_tensor(t) for t in tensors]
+        n = self.replicas
+        if n == 1 or not tensors:
+            return tensors
+        if self.fp16_compression:
+            packed = compress_for_mean(tensors, n)
+            summed = self._all_reduce(ctx, tf.distribute.ReduceOp.SUM, packed)
+            return decompress_mean(summed, tensors, n)
+        return self._all_reduce(ctx, tf.distribute.ReduceOp.MEAN, tensors)
+
+    def reduce_sum(self, stats: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        ctx = self._replica_context("reduce_sum")
+        if self.replicas == 1 or not stats:
+            return dict(stats)
+        keys = sorted(stats)
+        summed = self._all_reduce(ctx, tf.distribute.ReduceOp.SUM,
+                                  [tf.convert_to_tensor(stats[k]) for k in keys])
+        return dict(zip(keys, summed, strict=True))
+
+    def _all_reduce(self, ctx: tf.distribute.ReplicaContext, op: tf.distribute.ReduceOp,
+                    tensors: list[tf.Tensor]) -> list[tf.Tensor]:
+        """One all-reduce per dtype (tensors of a dtype are packed into ~PACK_BYTES chunks;
+        packing concatenates, so dtypes cannot be mixed)."""
+        # tf.identity places constants (which carry no device) on this replica's device:
+        # tf.distribute derives the reduction's destinations from the inputs' devices.
+        tensors = [tf.identity(t) for t in tensors]
+        groups: dict[tf.DType, list[int]] = {}
+        for i, t in enumerate(tensors):
+            groups.setdefault(t.dtype, []).append(i)
+        out: list[tf.Tensor | None] = [None] * len(tensors)
+        for dtype in sorted(groups, key=lambda d: d.name):  # the same order on every worker
+            idx = groups[dtype]
+            reduced = ctx.all_reduce(op, [tensors[i] for i in idx], options=self._options)
+            for i, r in zip(idx, reduced, strict=True):
+                out[i] = r
+        return out
+
+    def broadcast_variables(self, variables: list) -> None:
+        """Replica 0's values (on the chief) assigned to every replica's variables.
+
+        Variables created in :meth:`scope` already start equal (the strategy initialises
+        them from the chief); this also covers values each worker loaded by itself (a
+        resumed checkpoint, ``model.load_from``).
+        """
+        if self.replicas == 1 or not variables:
+            return
+        values = self.local_value(self._broadcast_fn([tf.convert_to_tensor(v)
+                                                      for v in variables]))
+        for v, value in zip(variables, values, strict=True):
+            v.assign(tf.cast(value, v.dtype))
+
+    def _broadcast_graph(self, tensors: list[tf.Tensor]):
+        def replica(ts):
+            ctx = tf.distribute.get_replica_context()
+            first = tf.equal(ctx.replica_id_in_sync_group, 0)
+            # Collectives sum numbers: bools travel as int32, everything else as itself.
+            sent = [tf.cast(t, tf.int32) if t.dtype == tf.bool else t for t in ts]
+            sent = [tf.where(first, t, tf.zeros_like(t)) for t in sent]
+            return self._all_reduce(ctx, tf.distribute.ReduceOp.SUM, sent)
+
+        return self.strategy.run(replica, args=(tensors,))
+
+    def barrier(self) -> None:
+        if self.replicas > 1:
+            self._barrier_fn()
+
+    def _barrier_graph(self):
+        def replica():
+            return tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM, tf.constant(1.0))
+
+        return self.strategy.run(replica)

@@ -1,0 +1,119 @@
+"""Move trained weights in and out of runs: export a run, initialise a model from elsewhere.
+
+* ``export_run(run_dir, out_dir, "hf")`` writes a Hugging Face directory (``config.json``,
+  ``model.safetensors``, tokenizer files) that transformers' PyTorch classes load.
+* ``export_run(run_dir, out_dir, "albertkit")`` writes a self-contained albertkit directory
+  (``config.yaml``, ``model_spec.json``, ``tokenizer/``, ``checkpoints/ckpt-N``) that a
+  config can name in ``model.load_from``.
+* ``initialise_from(model, src)`` fills a model from a Hugging Face directory or an albertkit
+  run/export: weights are matched by their Hugging Face names, so a pretraining run can start
+  a SQuAD or classification model (the new head keeps its initialisation, with a warning).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+from albertkit.checkpoint import CheckpointError, CheckpointManager
+from albertkit.config import ConfigError, TrainerConfig
+
+log = logging.getLogger("albertkit")
+
+TOKENIZER_SUBDIR = "tokenizer"
+
+
+def load_run_model(run_dir: str | Path) -> tuple[TrainerConfig, Any]:
+    """The task model of an albertkit run (or albertkit export) with its newest weights."""
+    from albertkit.models.sizes import AlbertSpec
+    from albertkit.tasks import build_task
+
+    run_dir = Path(run_dir)
+    cfg_path = run_dir / "config.yaml"
+    if not cfg_path.is_file():
+        raise ConfigError(f"{run_dir}: not an albertkit run (no config.yaml)")
+    cfg = TrainerConfig.from_yaml(cfg_path, [f"run_dir={run_dir}", "model.load_from=null"])
+    spec = AlbertSpec.model_validate_json((run_dir / "model_spec.json").read_text())
+    ckpt = CheckpointManager(run_dir / "checkpoints").latest()
+    if ckpt is None:
+        raise CheckpointError(f"{run_dir / 'checkpoints'}: no usable checkpoint to load")
+    task = build_task(cfg, spec)
+    model = task.build_model()
+    CheckpointManager.restore(ckpt, {"model": list(model.variables)})
+    log.info("loaded %s (step %d)", ckpt.path, ckpt.step)
+    return cfg, model
+
+
+def run_tokenizer_dir(run_dir: Path) -> Path | None:
+    tok = Path(run_dir) / TOKENIZER_SUBDIR
+    return tok if tok.is_dir() else None
+
+
+def export_run(run_dir: str | Path, out_dir: str | Path, format: str = "hf") -> Path:
+    """Export the newest checkpoint of ``run_dir`` to ``out_dir`` (``hf`` or ``albertkit``)."""
+    run_dir, out_dir = Path(run_dir), Path(out_dir)
+    if format == "hf":
+        from albertkit.models.hf import export_to_hf
+
+        cfg, model = load_run_model(run_dir)
+        id2label = None
+        labels = getattr(cfg.data, "labels", None)
+        if labels and model.__class__.__name__ == "AlbertForSequenceClassification" \
+                and len(labels) == getattr(model, "num_labels", -1):
+            id2label = dict(enumerate(labels))
+        return export_to_hf(model, out_dir, tokenizer_dir=run_tokenizer_dir(run_dir),
+                            id2label=id2label, overwrite=True)
+    if format == "albertkit":
+        ckpt = CheckpointManager(run_dir / "checkpoints").latest()
+        if ckpt is None:
+            raise CheckpointError(f"{run_dir / 'checkpoints'}: no usable checkpoint to export")
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.", suffix=".tmp"))
+        try:
+            for name in ("config.yaml", "model_spec.json"):
+                shutil.copy2(run_dir / name, tmp / name)
+            tok = run_tokenizer_dir(run_dir)
+            if tok is not None:
+                shutil.copytree(tok, tmp / TOKENIZER_SUBDIR)
+            shutil.copytree(ckpt.path, tmp / "checkpoints" / ckpt.path.name)
+            if out_dir.exists():
+                shutil.rmtree(out_dir)
+            tmp.rename(out_dir)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return out_dir
+    raise ValueError(f"format={format!r}: expected 'hf' or 'albertkit'")
+
+
+def initialise_from(model: Any, src: str | Path, spec: Any = None) -> list[str]:
+    """Fill ``model`` from a Hugging Face directory or an albertkit run; returns missing names."""
+    from albertkit.models.hf import hf_weight_map, load_hf_weights
+
+    src = Path(src)
+    if (src / "config.yaml").is_file() and (src / "model_spec.json").is_file():
+        _, source = load_run_model(src)
+        have = hf_weight_map(source)
+        want = hf_weight_map(model)
+        missing = []
+        for name, (var, _) in want.items():
+            if name in have and tuple(have[name][0].shape) == tuple(var.shape):
+                var.assign(have[name][0].numpy())
+            else:
+                missing.append(name)
+        if missing:
+            warnings.warn(f"{src}: no weights for {len(missing)} variables of "
+                          f"{type(model).__name__}, left at their initialisation: "
+                          + ", ".join(missing), stacklevel=2)
+        log.info("initialised %s from albertkit run %s", type(model).__name__, src)
+        return missing
+    if (src / "config.json").is_file():
+        missing = load_hf_weights(model, src)
+        log.info("initialised %s from Hugging Face directory %s", type(model).__name__, src)
+        return missing
+    raise ConfigError(f"model.load_from={src}: neither an albertkit run (config.yaml + "
+                      "model_spec.json) nor a Hugging Face directory (config.json)")

@@ -1,0 +1,360 @@
+"""FLOPs and memory of an ALBERT training step, from the architecture alone (pure functions).
+
+Three things live here, all without TensorFlow:
+
+* :func:`training_flops` -- matmul FLOPs per training sequence (the numerator of MFU);
+* :func:`estimate_memory` -- the predicted peak training memory of one replica;
+* :func:`plan_batch` -- micro-batch and accumulation for a target global batch on a device,
+  using :data:`DEVICES`, albertkit's one table of accelerators (memory, peak FLOP/s).
+
+FLOP count (2 FLOPs per multiply-accumulate; only matmuls, which are >99% of the work;
+layer norms, softmax, GELU and the optimizer are not counted, as in the MFU convention of
+Chowdhery et al. 2022, appendix B). With T = sequence length, P = masked positions
+(``max_predictions_per_seq``), E/H/F = embedding/hidden/FFN sizes, V = vocabulary and
+L = num_hidden_layers x inner_group_num transformer-layer applications, per sequence:
+
+    embedding projection E->H        2 T E H
+    attention Q, K, V                L * 3 * 2 T H^2
+    attention scores  Q K^T          L * 2 T^2 H
+    attention context P V            L * 2 T^2 H
+    attention output projection      L * 2 T H^2
+    feed-forward (two matmuls)       L * 2 * 2 T H F
+    pooler + SOP classifier          2 H^2 + 2 H 2
+    MLM head (P positions only)      2 P H E + 2 P E V
+
+and a training step costs 3x the forward (the backward computes two matmuls per forward
+matmul: input and weight gradients). ALBERT's shared parameters do not reduce FLOPs.
+The MLM head is counted at the P gathered positions; Hugging Face's PyTorch model computes
+it at all T positions, extra work that is not "model FLOPs" and so not counted for either.
+
+Memory model (one replica, bytes; validated against measured peaks in docs/memory.md):
+
+    state       = weights 4N (+2N compute-dtype copies under mixed precision)
+                + gradients 4N (float32) (+4N accumulator when accumulating)
+                + optimizer 8N (LAMB/AdamW m and v)
+    activations = micro_batch * per-sequence activations (below)
+    peak        = state + activations + workspace
+
+Per sequence, per transformer-layer application and token, the tensors kept for the
+backward pass are counted from the layer's ops: ``ACT_HIDDEN`` H-wide tensors (layer input,
+Q, K, V, head-major copies, context, attention sum and LayerNorm output, FFN sum and
+output), ``ACT_FFN`` F-wide tensors (pre-activation and activation), and the attention
+probabilities (heads x T per token, float32, plus a compute-dtype copy under mixed
+precision). Embeddings and the MLM head (float32 logits, softmax and their gradient at P
+positions) are added once. H- and F-wide tensors take the compute dtype's bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from albertkit.models.sizes import AlbertSpec
+
+Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
+GiB = 1024**3
+
+# Per-token, per-layer-application activation tensor counts (see the module docstring).
+# Counted from the ops of AlbertLayer and checked against measured peaks on CPU/XLA
+# (docs/memory.md): an XLA-compiled step keeps these, fusion removes the rest.
+ACT_HIDDEN = 13
+ACT_FFN = 2
+# Fraction of device memory kept free for allocator fragmentation, and a fixed reserve for
+# the CUDA context, cuBLAS/cuDNN workspaces and XLA temporaries (GPU planning only).
+FRAGMENTATION_MARGIN = 0.10
+GPU_RESERVED_GIB = 1.5
+
+
+# --------------------------------------------------------------------------- devices
+@dataclass(frozen=True)
+class Device:
+    """One accelerator: memory and published dense peak FLOP/s per precision.
+
+    ``peak_tflops`` maps a precision to dense (non-sparse) TFLOP/s from NVIDIA's datasheets
+    (SXM variants). ``float32`` on Ampere and newer is TF32 on tensor cores, which
+    TensorFlow enables by default for float32 matmuls. ``None`` = not published/known.
+    """
+
+    name: str
+    memory_gib: float
+    bf16: bool
+    peak_tflops: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gib * GiB)
+
+    def usable_bytes(self) -> int:
+        """Memory a training step may plan for: total minus reserve, minus the margin."""
+        return int((self.memory_gib - GPU_RESERVED_GIB) * GiB * (1.0 - FRAGMENTATION_MARGIN))
+
+
+# albertkit's ONE table of accelerators (keys are the GPU names the SageMaker instance table
+# uses). Sources: NVIDIA V100, A100, H100/H200, T4, L4 and L40S datasheets.
+DEVICES: dict[str, Device] = {
+    "V100": Device("NVIDIA V100 SXM2 16 GB", 16, False,
+                   {"float32": 15.7, "mixed_float16": 125.0, "mixed_bfloat16": None}),
+    "V100-32GB": Device("NVIDIA V100 SXM2 32 GB", 32, False,
+                        {"float32": 15.7, "mixed_float16": 125.0, "mixed_bfloat16": None}),
+    "T4": Device("NVIDIA T4 16 GB", 16, False,
+                 {"float32": 8.1, "mixed_float16": 65.0, "mixed_bfloat16": None}),
+    "A10G": Device("NVIDIA A10G 24 GB", 24, True,
+                   {"float32": None, "mixed_float16": None, "mixed_bfloat16": None}),
+    "L4": Device("NVIDIA L4 24 GB", 24, True,
+                 {"float32": 60.0, "mixed_float16": 121.0, "mixed_bfloat16": 121.0}),
+    "L40S": Device("NVIDIA L40S 48 GB", 48, True,
+                   {"float32": 183.0, "mixed_float16": 362.0, "mixed_bfloat16": 362.0}),
+    "A100": Device("NVIDIA A100 SXM 40 GB", 40, True,
+                   {"float32": 156.0, "mixed_float16": 312.0, "mixed_bfloat16": 312.0}),
+    "A100-80GB": Device("NVIDIA A100 SXM 80 GB", 80, True,
+                        {"float32": 156.0, "mixed_float16": 312.0, "mixed_bfloat16": 312.0}),
+    "H100": Device("NVIDIA H100 SXM 80 GB", 80, True,
+                   {"float32": 494.7, "mixed_float16": 989.4, "mixed_bfloat16": 989.4}),
+    "H200": Device("NVIDIA H200 SXM 141 GB", 141, True,
+                   {"float32": 494.7, "mixed_float16": 989.4, "mixed_bfloat16": 989.4}),
+}
+
+# The devices the planner documents (docs/memory.md) and the CLI table shows by default.
+PLANNED_DEVICES = ("V100", "V100-32GB", "A100", "A100-80GB", "H100", "H200")
+
+
+def get_device(name: str) -> Device:
+    """Look a device up by its key (case-insensitive); the error lists the known keys."""
+    for key, device in DEVICES.items():
+        if key.lower() == name.lower():
+            return device
+    raise ValueError(f"unknown device {name!r}; known devices: {', '.join(DEVICES)}")
+
+
+# --------------------------------------------------------------------------- FLOPs
+@dataclass(frozen=True)
+class FlopCount:
+    """Matmul FLOPs of one training sequence: ``forward`` broken down by part, ``training``."""
+
+    parts: dict[str, float]
+
+    @property
+    def forward(self) -> float:
+        return float(sum(self.parts.values()))
+
+    @property
+    def training(self) -> float:
+        return 3.0 * self.forward
+
+
+def default_predictions(seq_length: int, masked_lm_prob: float = 0.15) -> int:
+    """``max_predictions_per_seq`` for a masking rate: ceil(0.15 T), 20 at 128, 77 at 512."""
+    return max(1, math.ceil(masked_lm_prob * seq_length))
+
+
+def layer_applications(spec: AlbertSpec) -> int:
+    """Transformer layers run per forward pass (the group is applied num_hidden_layers times)."""
+    return spec.num_hidden_layers * spec.inner_group_num
+
+
+def training_flops(spec: AlbertSpec, seq_length: int, max_predictions: int) -> FlopCount:
+    """Matmul FLOPs per training sequence, by part (see the module docstring for formulas)."""
+    if seq_length <= 0 or max_predictions <= 0:
+        raise ValueError(f"seq_length={seq_length} and max_predictions={max_predictions} "
+                         "must be positive")
+    t, p = float(seq_length), float(max_predictions)
+    e, h, f, v = spec.embedding_size, spec.hidden_size, spec.intermediate_size, spec.vocab_size
+    n = layer_applications(spec)
+    parts = {
+        "embedding_projection": 2 * t * e * h,
+        "attention_qkv": n * 3 * 2 * t * h * h,
+        "attention_scores": n * 2 * t * t * h,
+        "attention_context": n * 2 * t * t * h,
+        "attention_output": n * 2 * t * h * h,
+        "ffn": n * 2 * 2 * t * h * f,
+        "pooler_sop": 2 * h * h + 2 * h * 2,
+        "mlm_head": 2 * p * h * e + 2 * p * e * v,
+    }
+    return FlopCount(parts)
+
+
+# --------------------------------------------------------------------------- parameters
+def parameter_count(spec: AlbertSpec, pooler: bool = True, mlm_head: bool = True,
+                    sop_head: bool = True) -> int:
+    """Trainable parameters of ``AlbertForPretraining`` (word embeddings tied to the decoder)."""
+    v, e, h, f = spec.vocab_size, spec.embedding_size, spec.hidden_size, spec.intermediate_size
+    embeddings = (v + spec.max_position_embeddings + spec.type_vocab_size) * e + 2 * e
+    mapping = e * h + h
+    layer = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
+    groups = spec.num_hidden_groups * spec.inner_group_num * layer
+    total = embeddings + mapping + groups + (2 * h if spec.pre_layer_norm else 0)
+    if pooler:
+        total += h * h + h
+    if mlm_head:
+        total += h * e + e + 2 * e + v
+    if sop_head:
+        total += 2 * h + 2
+    return total
+
+
+# --------------------------------------------------------------------------- memory
+def compute_bytes(precision: Precision) -> int:
+    """Bytes per element of the compute dtype (activations)."""
+    if precision == "float32":
+        return 4
+    if precision in ("mixed_float16", "mixed_bfloat16"):
+        return 2
+    raise ValueError(f"precision={precision!r}; expected float32, mixed_float16 or "
+                     "mixed_bfloat16")
+
+
+def activation_bytes_per_sequence(spec: AlbertSpec, seq_length: int, max_predictions: int,
+                                  precision: Precision) -> dict[str, float]:
+    """Activations kept for the backward pass of one sequence, by part (bytes)."""
+    b = compute_bytes(precision)
+    mixed = precision != "float32"
+    t, p = seq_length, max_predictions
+    e, h, f, v = spec.embedding_size, spec.hidden_size, spec.intermediate_size, spec.vocab_size
+    n = layer_applications(spec)
+    heads = spec.num_attention_heads
+    per_token_layer = b * (ACT_HIDDEN * h + ACT_FFN * f)
+    per_token_attention = heads * t * (4 + (b if mixed else 0))
+    return {
+        "layers": float(n * t * per_token_layer),
+        "attention_probs": float(n * t * per_token_attention),
+        # word/position/type sum, LayerNorm in/out (E wide), projection output (H wide)
+        "embeddings": float(t * b * (3 * e + h)),
+        # gathered rows, dense/act/LN (E wide); float32 logits, softmax and gradient (V wide)
+        "mlm_head": float(p * (b * (h + 3 * e) + 4 * 3 * v)),
+    }
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Predicted peak training memory of one replica, with its parts (bytes)."""
+
+    parameters: int
+    micro_batch: int
+    state: dict[str, float]
+    activations: dict[str, float]
+
+    @property
+    def state_bytes(self) -> float:
+        return float(sum(self.state.values()))
+
+    @property
+    def activation_bytes(self) -> float:
+        return float(sum(self.activations.values()))
+
+    @property
+    def peak_bytes(self) -> float:
+        return self.state_bytes + self.activation_bytes
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "parameters": self.parameters,
+            "micro_batch": self.micro_batch,
+            "state_bytes": self.state,
+            "activation_bytes": self.activations,
+            "peak_bytes": self.peak_bytes,
+        }
+
+
+def estimate_memory(spec: AlbertSpec, seq_length: int, micro_batch: int,
+                    precision: Precision = "float32", max_predictions: int | None = None,
+                    accumulation: int = 1) -> MemoryEstimate:
+    """Predict the peak memory of one training step of one replica (bytes).
+
+    Args:
+        spec: the architecture.
+        seq_length: tokens per sequence.
+        micro_batch: sequences per forward/backward pass.
+        precision: ``float32``, ``mixed_float16`` or ``mixed_bfloat16``.
+        max_predictions: masked positions per sequence (default 15% of ``seq_length``).
+        accumulation: micro-batches per optimizer step (> 1 adds a gradient accumulator).
+    """
+    if micro_batch <= 0 or accumulation <= 0:
+        raise ValueError(f"micro_batch={micro_batch} and accumulation={accumulation} must be "
+                         "positive")
+    preds = max_predictions or default_predictions(seq_length)
+    n = parameter_count(spec)
+    state = {
+        "weights": 4.0 * n,
+        "weight_casts": 2.0 * n if precision != "float32" else 0.0,
+        "gradients": 4.0 * n,
+        "accumulator": 4.0 * n if accumulation > 1 else 0.0,
+        "optimizer": 8.0 * n,
+    }
+    per_seq = activation_bytes_per_sequence(spec, seq_length, preds, precision)
+    activations = {k: micro_batch * v for k, v in per_seq.items()}
+    return MemoryEstimate(n, micro_batch, state, activations)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """A micro-batch / accumulation proposal for one device."""
+
+    device: str
+    global_batch: int
+    replicas: int
+    micro_batch: int
+    accumulation: int
+    predicted_peak_bytes: float
+    usable_bytes: int
+
+    @property
+    def fits(self) -> bool:
+        return self.micro_batch > 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "device": self.device, "global_batch": self.global_batch, "replicas": self.replicas,
+            "micro_batch": self.micro_batch, "accumulation": self.accumulation,
+            "predicted_peak_gib": round(self.predicted_peak_bytes / GiB, 2),
+            "usable_gib": round(self.usable_bytes / GiB, 2),
+        }
+
+
+def plan_batch(spec: AlbertSpec, seq_length: int, precision: Precision, device: str | Device,
+               global_batch: int, replicas: int = 1, max_predictions: int | None = None,
+               ) -> BatchPlan:
+    """The largest micro-batch that divides the per-replica batch and fits the device.
+
+    ``accumulation = global_batch / (replicas * micro_batch)``. When not even a micro-batch
+    of 1 fits, the plan has ``micro_batch == 0`` (``fits`` is False).
+    """
+    dev = get_device(device) if isinstance(device, str) else device
+    if global_batch <= 0 or replicas <= 0 or global_batch % replicas:
+        raise ValueError(f"global_batch={global_batch} must be a positive multiple of "
+                         f"replicas={replicas}")
+    per_replica = global_batch // replicas
+    usable = dev.usable_bytes()
+    best = BatchPlan(dev.name, global_batch, replicas, 0, 0,
+                     estimate_memory(spec, seq_length, 1, precision, max_predictions,
+                                     accumulation=2).peak_bytes, usable)
+    for micro in sorted(d for d in range(1, per_replica + 1) if per_replica % d == 0):
+        accum = per_replica // micro
+        peak = estimate_memory(spec, seq_length, micro, precision, max_predictions,
+                               accumulation=accum).peak_bytes
+        if peak > usable:
+            break
+        best = BatchPlan(dev.name, global_batch, replicas, micro, accum, peak, usable)
+    return best
+
+
+def plan_table(spec: AlbertSpec, seq_length: int, precision: Precision, global_batch: int,
+               replicas_per_device: int = 1, devices: tuple[str, ...] = PLANNED_DEVICES,
+               max_predictions: int | None = None) -> list[BatchPlan]:
+    """:func:`plan_batch` for each device (``replicas_per_device`` replicas of each)."""
+    return [plan_batch(spec, seq_length, precision, d, global_batch, replicas_per_device,
+                       max_predictions) for d in devices]
+
+
+def format_plan_table(plans: list[BatchPlan]) -> str:
+    """A Markdown table of plans (used by the benchmark CLI and docs/memory.md)."""
+    lines = ["| device | usable GiB | micro-batch | accumulation | predicted peak GiB |",
+             "|---|---:|---:|---:|---:|"]
+    for p in plans:
+        if p.fits:
+            lines.append(f"| {p.device} | {p.usable_bytes / GiB:.1f} | {p.micro_batch} | "
+                         f"{p.accumulation} | {p.predicted_peak_bytes / GiB:.2f} |")
+        else:
+            lines.append(f"| {p.device} | {p.usable_bytes / GiB:.1f} | does not fit | - | "
+                         f"{p.predicted_peak_bytes / GiB:.2f} (batch 1) |")
+    return "\n".join(lines)

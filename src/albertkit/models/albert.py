@@ -1,0 +1,608 @@
+"""ALBERT (Lan et al. 2020, https://arxiv.org/abs/1909.11942) in Keras 3 layers.
+
+The math is that of Hugging Face's PyTorch ``AlbertModel`` (transformers v5,
+``models/albert/modeling_albert.py``), which ``tests/test_hf_parity.py`` proves to 1e-5:
+
+* factorised embeddings: word + token-type + position (size E), LayerNorm, dropout, then one
+  dense projection E -> H (HF ``encoder.embedding_hidden_mapping_in``);
+* ``num_hidden_layers`` applications of ``num_hidden_groups`` parameter groups, each group
+  holding ``inner_group_num`` transformer layers; layer ``i`` uses group
+  ``int(i / (num_hidden_layers / num_hidden_groups))`` exactly as HF computes it;
+* post-LayerNorm transformer layers (or, with ``pre_layer_norm``, LayerNorm before each
+  sub-block plus one final LayerNorm: no HF equivalent, so it cannot be exported);
+* a tanh pooler on the first ([CLS]) token.
+
+Only ``keras.ops`` is used inside layers, so every model compiles under
+``tf.function(jit_compile=True)``. Mixed precision is the ``dtype`` policy argument of each
+model (``"mixed_float16"``, ``"mixed_bfloat16"``); attention softmax and LayerNorm run in
+float32 and every model output is cast to float32 so that losses are float32.
+
+Variable paths are deterministic (``<model name>/albert/group_0/layer_0/attention/query/
+kernel``...): they are the keys of albertkit checkpoints and of the HF name mapping in
+``hf.py``. Every LayerNormalization layer's name contains ``layer_norm`` and every bias
+variable's path ends in ``bias``; the optimizers exclude both from weight decay by name.
+The encoder's paths are the same in every task model after the first path component, so a
+checkpoint key with its first component stripped is task independent.
+
+One deliberate difference from the PyTorch class, visible only in training with
+``hidden_dropout_prob > 0``: dropout is applied to the feed-forward output before the
+residual LayerNorm, as in Google's ALBERT (``modeling.py: attention_ffn_block``) and HF's
+TensorFlow ALBERT; HF's PyTorch ``AlbertLayer`` defines that dropout but never applies it.
+ALBERT v2 uses no dropout, so inference and v2 training are unaffected.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import keras
+from keras import ops
+
+from albertkit.models.sizes import AlbertSpec
+
+# Added to attention scores of padding keys (in float32, before the softmax). Google's BERT
+# and ALBERT use -10000: exp(-1e4) underflows to exactly 0 in float32, and the value is
+# representable in float16 and bfloat16, so the mask is safe whatever precision adds it.
+# A fully padded row still gets a finite (uniform) softmax, never NaN.
+MASK_BIAS = -10000.0
+
+Inputs = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- helpers
+def activation(name: str) -> Callable[[Any], Any]:
+    """The Hugging Face activation ``name`` (``transformers.activations.ACT2FN``) in keras.ops."""
+    match name:
+        case "gelu":  # exact: x * Phi(x) with the erf
+            return lambda x: 0.5 * x * (1.0 + ops.erf(x / math.sqrt(2.0)))
+        case "gelu_new":  # tanh approximation (Hendrycks & Gimpel 2016), GPT-2 / BERT TF
+            c = math.sqrt(2.0 / math.pi)
+            return lambda x: 0.5 * x * (1.0 + ops.tanh(c * (x + 0.044715 * x * x * x)))
+        case "gelu_fast":  # the same approximation with HF's rounded constant
+            return lambda x: 0.5 * x * (1.0 + ops.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
+        case "relu":
+            return ops.relu
+        case "silu" | "swish":
+            return lambda x: x * ops.sigmoid(x)
+        case "tanh":
+            return ops.tanh
+        case "mish":
+            return lambda x: x * ops.tanh(ops.softplus(x))
+    raise ValueError(f"hidden_act={name!r} is not supported")
+
+
+def _kernel_init(spec: AlbertSpec) -> keras.initializers.Initializer:
+    # A fresh initializer per variable: one unseeded Keras 3 initializer instance returns
+    # the same values on every call. Seeds come from Python's `random`, so
+    # keras.utils.set_random_seed makes initialisation reproducible.
+    return keras.initializers.TruncatedNormal(stddev=spec.initializer_range)
+
+
+def _dense(spec: AlbertSpec, units: int, name: str, dtype: Any) -> keras.layers.Dense:
+    return keras.layers.Dense(
+        units,
+        kernel_initializer=_kernel_init(spec),
+        bias_initializer="zeros",
+        name=name,
+        dtype=dtype,
+    )
+
+
+def _layer_norm(spec: AlbertSpec, name: str, dtype: Any) -> keras.layers.LayerNormalization:
+    assert "layer_norm" in name  # the optimizers exclude LayerNorm by this substring
+    return keras.layers.LayerNormalization(epsilon=spec.layer_norm_eps, name=name, dtype=dtype)
+
+
+def gather_positions(sequence: Any, positions: Any) -> Any:
+    """Rows ``positions`` [B, P] of ``sequence`` [B, T, D] -> [B, P, D] (one flat gather)."""
+    shape = ops.shape(sequence)
+    batch, length, width = shape[0], shape[1], shape[2]
+    positions = ops.cast(positions, "int32")
+    offsets = ops.expand_dims(ops.arange(batch, dtype="int32") * length, 1)
+    flat_index = ops.reshape(positions + offsets, (-1,))
+    flat = ops.reshape(sequence, (-1, width))
+    gathered = ops.take(flat, flat_index, axis=0)
+    return ops.reshape(gathered, (batch, ops.shape(positions)[1], width))
+
+
+def _check_dtype(dtype: Any) -> Any:
+    if dtype is None:
+        return None
+    try:
+        keras.dtype_policies.get(dtype)
+    except ValueError:
+        raise ValueError(
+            f"dtype={dtype!r} is not a Keras dtype policy (use 'float32', 'mixed_float16' or "
+            "'mixed_bfloat16')"
+        ) from None
+    return dtype
+
+
+def _dummy_batch(seq_length: int, max_predictions: int | None = None) -> Inputs:
+    batch = {
+        "input_ids": ops.zeros((1, seq_length), "int32"),
+        "input_mask": ops.ones((1, seq_length), "int32"),
+        "segment_ids": ops.zeros((1, seq_length), "int32"),
+    }
+    if max_predictions is not None:
+        batch["masked_lm_positions"] = ops.zeros((1, max_predictions), "int32")
+    return batch
+
+
+def _as_float32(outputs: dict[str, Any]) -> dict[str, Any]:
+    return {k: ops.cast(v, "float32") for k, v in outputs.items()}
+
+
+# --------------------------------------------------------------------------- layers
+class Dropout(keras.layers.Layer):
+    """Dropout whose RNG state variable has a deterministic path.
+
+    ``keras.layers.Dropout`` creates its ``SeedGenerator`` at construction under a globally
+    counted name (``seed_generator_17/...``), so its state's path would change with the
+    number of models built before. Here it is created in ``build`` under the layer's own
+    scope (``.../dropout/seed_generator/seed_generator_state``) and only if ``rate > 0``.
+    """
+
+    def __init__(self, rate: float, **kwargs: Any):
+        super().__init__(**kwargs)
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"dropout rate must be in [0, 1), got {rate!r}")
+        self.rate = rate
+        self.seed_generator = None
+
+    def build(self, input_shape: Any = None) -> None:
+        if self.rate > 0:
+            self.seed_generator = keras.random.SeedGenerator(name="seed_generator")
+        self.built = True
+
+    def call(self, x: Any, training: bool = False) -> Any:
+        if training and self.seed_generator is not None:
+            return keras.random.dropout(x, self.rate, seed=self.seed_generator)
+        return x
+
+
+class AlbertEmbeddings(keras.layers.Layer):
+    """Word + token-type + position embeddings (size E), LayerNorm, dropout."""
+
+    def __init__(self, spec: AlbertSpec, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.spec = spec
+        dt = self.dtype_policy
+        self.word_embeddings = keras.layers.Embedding(
+            spec.vocab_size,
+            spec.embedding_size,
+            embeddings_initializer=_kernel_init(spec),
+            name="word_embeddings",
+            dtype=dt,
+        )
+        self.position_embeddings = keras.layers.Embedding(
+            spec.max_position_embeddings,
+            spec.embedding_size,
+            embeddings_initializer=_kernel_init(spec),
+            name="position_embeddings",
+            dtype=dt,
+        )
+        self.token_type_embeddings = keras.layers.Embedding(
+            spec.type_vocab_size,
+            spec.embedding_size,
+            embeddings_initializer=_kernel_init(spec),
+            name="token_type_embeddings",
+            dtype=dt,
+        )
+        self.layer_norm = _layer_norm(spec, "layer_norm", dt)
+        self.dropout = Dropout(spec.hidden_dropout_prob, name="dropout", dtype=dt)
+
+    def build(self, input_shape: Any = None) -> None:
+        self.word_embeddings.build((None, None))
+        self.position_embeddings.build((None, None))
+        self.token_type_embeddings.build((None, None))
+        self.layer_norm.build((None, None, self.spec.embedding_size))
+        self.dropout.build()
+        self.built = True
+
+    def call(self, input_ids: Any, segment_ids: Any, training: bool = False) -> Any:
+        length = ops.shape(input_ids)[1]
+        positions = ops.expand_dims(ops.arange(length, dtype="int32"), 0)
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(segment_ids)
+        x = x + self.position_embeddings(positions)
+        return self.dropout(self.layer_norm(x), training=training)
+
+
+class AlbertAttention(keras.layers.Layer):
+    """Multi-head self-attention with output projection, dropout and (post- or pre-) LayerNorm."""
+
+    def __init__(self, spec: AlbertSpec, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.spec = spec
+        dt = self.dtype_policy
+        h = spec.hidden_size
+        self.query = _dense(spec, h, "query", dt)
+        self.key = _dense(spec, h, "key", dt)
+        self.value = _dense(spec, h, "value", dt)
+        self.dense = _dense(spec, h, "dense", dt)
+        self.layer_norm = _layer_norm(spec, "layer_norm", dt)
+        self.attention_dropout = Dropout(
+            spec.attention_probs_dropout_prob, name="attention_dropout", dtype=dt
+        )
+        self.output_dropout = Dropout(spec.hidden_dropout_prob, name="output_dropout", dtype=dt)
+
+    def build(self, input_shape: Any) -> None:
+        shape = (None, None, self.spec.hidden_size)
+        for layer in (self.query, self.key, self.value, self.dense, self.layer_norm):
+            layer.build(shape)
+        self.attention_dropout.build()
+        self.output_dropout.build()
+        self.built = True
+
+    def _heads(self, x: Any, batch: Any, length: Any) -> Any:
+        s = self.spec
+        x = ops.reshape(x, (batch, length, s.num_attention_heads, s.head_size))
+        return ops.transpose(x, (0, 2, 1, 3))  # [B, heads, T, head_size]
+
+    def call(self, hidden: Any, attention_bias: Any, training: bool = False) -> Any:
+        s = self.spec
+        batch, length = ops.shape(hidden)[0], ops.shape(hidden)[1]
+        x = self.layer_norm(hidden) if s.pre_layer_norm else hidden
+        q = self._heads(self.query(x), batch, length)
+        k = self._heads(self.key(x), batch, length)
+        v = self._heads(self.value(x), batch, length)
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(s.head_size))
+        # Softmax in float32 whatever the compute dtype (stable under float16 / bfloat16).
+        # Keras casts float call arguments to the compute dtype, hence the cast of the bias.
+        scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
+        probs = ops.softmax(scores, axis=-1)
+        probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), training=training)
+        context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
+        context = ops.reshape(context, (batch, length, s.hidden_size))
+        out = self.output_dropout(self.dense(context), training=training)
+        if s.pre_layer_norm:
+            return hidden + out
+        return self.layer_norm(hidden + out)
+
+
+class AlbertLayer(keras.layers.Layer):
+    """One transformer layer: attention block then feed-forward block."""
+
+    def __init__(self, spec: AlbertSpec, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.spec = spec
+        dt = self.dtype_policy
+        self.attention = AlbertAttention(spec, name="attention", dtype=dt)
+        self.ffn = _dense(spec, spec.intermediate_size, "ffn", dt)
+        self.ffn_output = _dense(spec, spec.hidden_size, "ffn_output", dt)
+        self.full_layer_layer_norm = _layer_norm(spec, "full_layer_layer_norm", dt)
+        self.dropout = Dropout(spec.hidden_dropout_prob, name="dropout", dtype=dt)
+        self.act = activation(spec.hidden_act)
+
+    def build(self, input_shape: Any) -> None:
+        h = self.spec.hidden_size
+        self.attention.build((None, None, h))
+        self.ffn.build((None, None, h))
+        self.ffn_output.build((None, None, self.spec.intermediate_size))
+        self.full_layer_layer_norm.build((None, None, h))
+        self.dropout.build()
+        self.built = True
+
+    def call(self, hidden: Any, attention_bias: Any, training: bool = False) -> Any:
+        a = self.attention(hidden, attention_bias, training=training)
+        x = self.full_layer_layer_norm(a) if self.spec.pre_layer_norm else a
+        f = self.dropout(self.ffn_output(self.act(self.ffn(x))), training=training)
+        if self.spec.pre_layer_norm:
+            return a + f
+        return self.full_layer_layer_norm(a + f)
+
+
+class AlbertLayerGroup(keras.layers.Layer):
+    """``inner_group_num`` transformer layers applied in turn (one set of shared parameters)."""
+
+    def __init__(self, spec: AlbertSpec, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.albert_layers = [
+            AlbertLayer(spec, name=f"layer_{i}", dtype=self.dtype_policy)
+            for i in range(spec.inner_group_num)
+        ]
+
+    def build(self, input_shape: Any) -> None:
+        for layer in self.albert_layers:
+            layer.build((None, None, self.spec.hidden_size))
+        self.built = True
+
+    def call(self, hidden: Any, attention_bias: Any, training: bool = False) -> Any:
+        for layer in self.albert_layers:
+            hidden = layer(hidden, attention_bias, training=training)
+        return hidden
+
+
+class AlbertMLMHead(keras.layers.Layer):
+    """Masked-LM head: dense (H -> E), activation, LayerNorm, decoder tied to the word embeddings."""
+
+    def __init__(self, spec: AlbertSpec, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.spec = spec
+        dt = self.dtype_policy
+        self.dense = _dense(spec, spec.embedding_size, "dense", dt)
+        self.layer_norm = _layer_norm(spec, "layer_norm", dt)
+        self.act = activation(spec.hidden_act)
+
+    def build(self, input_shape: Any = None) -> None:
+        self.dense.build((None, None, self.spec.hidden_size))
+        self.layer_norm.build((None, None, self.spec.embedding_size))
+        self.bias = self.add_weight(shape=(self.spec.vocab_size,), initializer="zeros", name="bias")
+        self.built = True
+
+    def call(self, hidden: Any, word_embeddings: Any) -> Any:
+        x = self.layer_norm(self.act(self.dense(hidden)))
+        table = ops.cast(word_embeddings, x.dtype)  # [V, E]: the tied decoder weight
+        return ops.matmul(x, ops.transpose(table)) + ops.cast(self.bias, x.dtype)
+
+
+# --------------------------------------------------------------------------- models
+class AlbertEncoder(keras.Model):
+    """The ALBERT encoder: embeddings, shared transformer groups and the [CLS] pooler.
+
+    Args:
+        spec: the architecture.
+        dtype: a Keras dtype policy name (``"float32"``, ``"mixed_float16"``,
+            ``"mixed_bfloat16"``) or None for Keras' default.
+        add_pooling_layer: build the tanh pooler (HF's question-answering and masked-LM
+            models have none).
+
+    Example:
+        >>> from albertkit.models.sizes import SIZES, AlbertSpec
+        >>> enc = AlbertEncoder(AlbertSpec(**SIZES["tiny"]))
+        >>> out = enc.build_for(seq_length=16)
+        >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
+        ((1, 16, 128), (1, 128))
+    """
+
+    def __init__(
+        self,
+        spec: AlbertSpec,
+        dtype: Any = None,
+        add_pooling_layer: bool = True,
+        name: str = "albert",
+        **kwargs: Any,
+    ):
+        super().__init__(name=name, dtype=_check_dtype(dtype), **kwargs)
+        if not isinstance(spec, AlbertSpec):
+            raise TypeError(f"spec must be an AlbertSpec, got {type(spec).__name__}")
+        self.spec = spec
+        self.add_pooling_layer = add_pooling_layer
+        dt = self.dtype_policy
+        self.embeddings = AlbertEmbeddings(spec, name="embeddings", dtype=dt)
+        self.embedding_hidden_mapping_in = _dense(
+            spec, spec.hidden_size, "embedding_hidden_mapping_in", dt
+        )
+        self.albert_layer_groups = [
+            AlbertLayerGroup(spec, name=f"group_{g}", dtype=dt)
+            for g in range(spec.num_hidden_groups)
+        ]
+        self.final_layer_norm = (
+            _layer_norm(spec, "final_layer_norm", dt) if spec.pre_layer_norm else None
+        )
+        self.pooler = _dense(spec, spec.hidden_size, "pooler", dt) if add_pooling_layer else None
+
+    def group_index(self, layer: int) -> int:
+        """The parameter group used by transformer layer ``layer`` (HF's float formula)."""
+        s = self.spec
+        return int(layer / (s.num_hidden_layers / s.num_hidden_groups))
+
+    def build(self, input_shape: Any = None) -> None:
+        s = self.spec
+        self.embeddings.build()
+        self.embedding_hidden_mapping_in.build((None, None, s.embedding_size))
+        for group in self.albert_layer_groups:
+            group.build((None, None, s.hidden_size))
+        if self.final_layer_norm is not None:
+            self.final_layer_norm.build((None, None, s.hidden_size))
+        if self.pooler is not None:
+            self.pooler.build((None, s.hidden_size))
+        self.built = True
+
+    def call(self, inputs: Inputs, training: bool = False) -> dict[str, Any]:
+        input_ids = inputs["input_ids"]
+        mask = inputs.get("input_mask")
+        if mask is None:
+            mask = ops.ones_like(input_ids)
+        segment_ids = inputs.get("segment_ids")
+        if segment_ids is None:
+            segment_ids = ops.zeros_like(input_ids)
+        # [B, 1, 1, T] float32: 0 for real keys, MASK_BIAS for padding keys.
+        bias = (1.0 - ops.cast(mask, "float32")) * MASK_BIAS
+        bias = ops.expand_dims(ops.expand_dims(bias, 1), 1)
+
+        hidden = self.embeddings(input_ids, segment_ids, training=training)
+        hidden = self.embedding_hidden_mapping_in(hidden)
+        for i in range(self.spec.num_hidden_layers):
+            group = self.albert_layer_groups[self.group_index(i)]
+            hidden = group(hidden, bias, training=training)
+        if self.final_layer_norm is not None:
+            hidden = self.final_layer_norm(hidden)
+        outputs = {"sequence_output": hidden}
+        if self.pooler is not None:
+            outputs["pooled_output"] = ops.tanh(self.pooler(hidden[:, 0]))
+        return outputs
+
+    def build_for(self, seq_length: int = 8) -> dict[str, Any]:
+        """Create every variable by running a one-example dummy batch; returns its outputs."""
+        return self(_dummy_batch(seq_length))
+
+    def get_config(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec.model_dump(),
+            "dtype": self.dtype_policy.name,
+            "add_pooling_layer": self.add_pooling_layer,
+            "name": self.name,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> AlbertEncoder:
+        config = dict(config)
+        return cls(AlbertSpec(**config.pop("spec")), **config)
+
+
+class _AlbertTask(keras.Model):
+    """Common parts of the task models: the spec, the encoder, the dummy-batch builder."""
+
+    _pooling = True
+
+    def __init__(self, spec: AlbertSpec, dtype: Any, name: str, **kwargs: Any):
+        super().__init__(name=name, dtype=_check_dtype(dtype), **kwargs)
+        if not isinstance(spec, AlbertSpec):
+            raise TypeError(f"spec must be an AlbertSpec, got {type(spec).__name__}")
+        self.spec = spec
+        self.albert = AlbertEncoder(
+            spec, dtype=self.dtype_policy, add_pooling_layer=self._pooling, name="albert"
+        )
+
+    def build_for(self, seq_length: int = 8, max_predictions: int | None = None) -> dict[str, Any]:
+        """Create every variable by running a one-example dummy batch; returns its outputs.
+
+        Call it right after construction: it fixes the variable paths (checkpoint keys).
+        """
+        return self(_dummy_batch(seq_length, max_predictions))
+
+    def get_config(self) -> dict[str, Any]:
+        return {"spec": self.spec.model_dump(), "dtype": self.dtype_policy.name, "name": self.name}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> _AlbertTask:
+        config = dict(config)
+        return cls(AlbertSpec(**config.pop("spec")), **config)
+
+
+class AlbertForPretraining(_AlbertTask):
+    """ALBERT with the masked-LM head (at the masked positions only) and the SOP head.
+
+    Inputs: ``input_ids``, ``input_mask``, ``segment_ids`` [B, T] and ``masked_lm_positions``
+    [B, P]. Outputs (float32): ``mlm_logits`` [B, P, V] and ``sop_logits`` [B, 2]. The MLM head
+    gathers the P masked positions first, so full-sequence vocabulary logits are never formed
+    (``full_mlm_logits`` computes them, for tests and for HF's ``AlbertForMaskedLM`` view).
+
+    Example:
+        >>> from albertkit.models.sizes import SIZES, AlbertSpec
+        >>> model = AlbertForPretraining(AlbertSpec(**SIZES["tiny"]))
+        >>> out = model.build_for(seq_length=16, max_predictions=3)
+        >>> tuple(out["mlm_logits"].shape), tuple(out["sop_logits"].shape)
+        ((1, 3, 3000), (1, 2))
+    """
+
+    def __init__(
+        self,
+        spec: AlbertSpec,
+        dtype: Any = None,
+        name: str = "albert_for_pretraining",
+        **kwargs: Any,
+    ):
+        super().__init__(spec, dtype, name, **kwargs)
+        dt = self.dtype_policy
+        self.predictions = AlbertMLMHead(spec, name="predictions", dtype=dt)
+        self.sop_dropout = Dropout(spec.classifier_dropout_prob, name="sop_dropout", dtype=dt)
+        self.sop_classifier = _dense(spec, 2, "sop_classifier", dt)
+
+    def build(self, input_shape: Any = None) -> None:
+        self.albert.build()
+        self.predictions.build()
+        self.sop_dropout.build()
+        self.sop_classifier.build((None, self.spec.hidden_size))
+        self.built = True
+
+    def call(self, inputs: Inputs, training: bool = False) -> dict[str, Any]:
+        enc = self.albert(inputs, training=training)
+        masked = gather_positions(enc["sequence_output"], inputs["masked_lm_positions"])
+        mlm = self.predictions(masked, self.albert.embeddings.word_embeddings.embeddings)
+        sop = self.sop_classifier(self.sop_dropout(enc["pooled_output"], training=training))
+        return _as_float32({"mlm_logits": mlm, "sop_logits": sop})
+
+    def full_mlm_logits(self, inputs: Inputs, training: bool = False) -> Any:
+        """Vocabulary logits at every position [B, T, V] (float32); tests and inference only."""
+        enc = self.albert(inputs, training=training)
+        logits = self.predictions(
+            enc["sequence_output"], self.albert.embeddings.word_embeddings.embeddings
+        )
+        return ops.cast(logits, "float32")
+
+    def build_for(self, seq_length: int = 8, max_predictions: int | None = 2) -> dict[str, Any]:
+        return super().build_for(seq_length, max_predictions or 1)
+
+
+class AlbertForQuestionAnswering(_AlbertTask):
+    """ALBERT with a span head: ``start_logits`` and ``end_logits`` [B, T] (float32).
+
+    As in HF's ``AlbertForQuestionAnswering`` there is no pooler. For SQuAD v2 the task
+    reads the no-answer score at position 0 ([CLS]).
+
+    Example:
+        >>> from albertkit.models.sizes import SIZES, AlbertSpec
+        >>> model = AlbertForQuestionAnswering(AlbertSpec(**SIZES["tiny"]))
+        >>> tuple(model.build_for(seq_length=16)["start_logits"].shape)
+        (1, 16)
+    """
+
+    _pooling = False
+
+    def __init__(
+        self,
+        spec: AlbertSpec,
+        dtype: Any = None,
+        name: str = "albert_for_question_answering",
+        **kwargs: Any,
+    ):
+        super().__init__(spec, dtype, name, **kwargs)
+        self.qa_outputs = _dense(spec, 2, "qa_outputs", self.dtype_policy)
+
+    def build(self, input_shape: Any = None) -> None:
+        self.albert.build()
+        self.qa_outputs.build((None, None, self.spec.hidden_size))
+        self.built = True
+
+    def call(self, inputs: Inputs, training: bool = False) -> dict[str, Any]:
+        enc = self.albert(inputs, training=training)
+        logits = self.qa_outputs(enc["sequence_output"])  # [B, T, 2]
+        return _as_float32({"start_logits": logits[..., 0], "end_logits": logits[..., 1]})
+
+
+class AlbertForSequenceClassification(_AlbertTask):
+    """ALBERT with dropout and a linear classifier on the pooled output.
+
+    Output: ``logits`` [B, num_labels] (float32); ``num_labels=1`` is regression.
+
+    Example:
+        >>> from albertkit.models.sizes import SIZES, AlbertSpec
+        >>> model = AlbertForSequenceClassification(AlbertSpec(**SIZES["tiny"]), num_labels=3)
+        >>> tuple(model.build_for(seq_length=16)["logits"].shape)
+        (1, 3)
+    """
+
+    def __init__(
+        self,
+        spec: AlbertSpec,
+        num_labels: int,
+        dtype: Any = None,
+        name: str = "albert_for_sequence_classification",
+        **kwargs: Any,
+    ):
+        if not isinstance(num_labels, int) or isinstance(num_labels, bool) or num_labels < 1:
+            raise ValueError(f"num_labels must be a positive integer, got {num_labels!r}")
+        super().__init__(spec, dtype, name, **kwargs)
+        self.num_labels = num_labels
+        dt = self.dtype_policy
+        self.dropout = Dropout(spec.classifier_dropout_prob, name="dropout", dtype=dt)
+        self.classifier = _dense(spec, num_labels, "classifier", dt)
+
+    def build(self, input_shape: Any = None) -> None:
+        self.albert.build()
+        self.dropout.build()
+        self.classifier.build((None, self.spec.hidden_size))
+        self.built = True
+
+    def call(self, inputs: Inputs, training: bool = False) -> dict[str, Any]:
+        enc = self.albert(inputs, training=training)
+        logits = self.classifier(self.dropout(enc["pooled_output"], training=training))
+        return _as_float32({"logits": logits})
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "num_labels": self.num_labels}

@@ -1,0 +1,566 @@
+"""Hugging Face interop: import and export ALBERT checkpoint directories.
+
+A Hugging Face directory holds ``config.json`` (an ``AlbertConfig``), ``model.safetensors``
+(or shards listed in ``model.safetensors.index.json``) and the tokenizer files
+(``spiece.model``, ``tokenizer_config.json``, ``special_tokens_map.json``,
+``tokenizer.json``). Only safetensors are read: ``pytorch_model.bin`` is a pickle, and
+unpickling runs arbitrary code, so it is refused with a conversion hint.
+
+Names and layouts (transformers v5, ``models/albert/modeling_albert.py``): PyTorch
+``nn.Linear.weight`` is ``[out, in]`` while a Keras ``Dense`` kernel is ``[in, out]``, so
+dense kernels are transposed both ways; LayerNorm ``weight``/``bias`` are Keras
+``gamma``/``beta``; the MLM decoder weight is tied to the word embeddings and HF saves only
+``predictions.bias`` for it. Values are copied as float32 without arithmetic, so import then
+export reproduces every tensor bit for bit.
+
+Nothing here imports ``transformers`` or ``torch``: a TensorFlow training process that loads
+PyTorch as well risks clashing CUDA libraries. ``config.json`` is read and written as JSON;
+missing fields take ``AlbertConfig``'s defaults (``_HF_DEFAULTS``, checked against
+transformers by the tests).
+
+Example:
+    >>> model = model_from_hf("albert-base-v2/", "question_answering")   # doctest: +SKIP
+    >>> export_to_hf(model, "out/albert-squad", tokenizer_dir="albert-base-v2/")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import ValidationError
+
+from albertkit.models.albert import (
+    AlbertEncoder,
+    AlbertForPretraining,
+    AlbertForQuestionAnswering,
+    AlbertForSequenceClassification,
+)
+from albertkit.models.sizes import AlbertSpec
+
+logger = logging.getLogger(__name__)
+
+AlbertModelLike = (
+    AlbertEncoder
+    | AlbertForPretraining
+    | AlbertForQuestionAnswering
+    | AlbertForSequenceClassification
+)
+Architecture = Literal[
+    "AlbertForPreTraining",
+    "AlbertForMaskedLM",
+    "AlbertForQuestionAnswering",
+    "AlbertForSequenceClassification",
+    "AlbertModel",
+]
+ModelKind = Literal["pretraining", "question_answering", "classification", "encoder"]
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
+PICKLE_FILES = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+TOKENIZER_FILES = (
+    "spiece.model",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+)
+
+# transformers.AlbertConfig defaults (configuration_albert.py, v5): a config.json that omits
+# a field means this value. Not AlbertSpec's defaults (those are ALBERT-base, HF's are xxlarge).
+_HF_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 30000,
+    "embedding_size": 128,
+    "hidden_size": 4096,
+    "num_hidden_layers": 12,
+    "num_hidden_groups": 1,
+    "num_attention_heads": 64,
+    "intermediate_size": 16384,
+    "inner_group_num": 1,
+    "hidden_act": "gelu_new",
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02,
+    "layer_norm_eps": 1e-12,
+    "classifier_dropout_prob": 0.1,
+    "pad_token_id": 0,
+    "bos_token_id": 2,
+    "eos_token_id": 3,
+}
+_SPEC_FIELDS = [f for f in AlbertSpec.model_fields if f != "pre_layer_norm"]
+# Fields that change the function the weights compute (dropouts and init do not).
+_ARCH_FIELDS = [
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_hidden_groups",
+    "num_attention_heads",
+    "intermediate_size",
+    "inner_group_num",
+    "hidden_act",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "layer_norm_eps",
+]
+
+
+class HFImportWarning(UserWarning):
+    """Weights the model needs that the Hugging Face checkpoint lacks (left initialised)."""
+
+
+# --------------------------------------------------------------------------- config
+def _read_config(hf_dir: Path) -> dict[str, Any]:
+    path = hf_dir / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{hf_dir}: no {CONFIG_FILE}: not a Hugging Face model directory")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"{path}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}"
+        ) from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: top level must be a JSON object")
+    if raw.get("model_type") != "albert":
+        raise ValueError(f"{path}: model_type={raw.get('model_type')!r}, expected 'albert'")
+    pos = raw.get("position_embedding_type", "absolute")
+    if pos != "absolute":
+        raise ValueError(
+            f"{path}: position_embedding_type={pos!r}: only 'absolute' positions are supported"
+        )
+    return raw
+
+
+def spec_from_hf_config(hf_dir: str | os.PathLike) -> AlbertSpec:
+    """The ``AlbertSpec`` of a Hugging Face ALBERT directory's ``config.json``."""
+    hf_dir = Path(hf_dir)
+    raw = _read_config(hf_dir)
+    values = {f: raw.get(f, _HF_DEFAULTS[f]) for f in _SPEC_FIELDS}
+    try:
+        return AlbertSpec(**values)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "config"
+        raise ValueError(
+            f"{hf_dir / CONFIG_FILE}: {field}={err.get('input')!r}: "
+            f"{err['msg'].removeprefix('Value error, ')}"
+        ) from None
+
+
+def hf_num_labels(hf_dir: str | os.PathLike) -> int:
+    """``num_labels`` of a Hugging Face config (from ``id2label``; HF's default is 2)."""
+    raw = _read_config(Path(hf_dir))
+    if isinstance(raw.get("id2label"), dict):
+        return len(raw["id2label"])
+    return int(raw.get("num_labels", 2))
+
+
+def hf_config_dict(
+    spec: AlbertSpec, architecture: Architecture, id2label: dict[int, str] | None = None
+) -> dict[str, Any]:
+    """The ``config.json`` content for ``spec`` (what ``AlbertConfig.to_dict`` would hold)."""
+    if spec.pre_layer_norm:
+        raise ValueError(_PRE_LN_MESSAGE)
+    config: dict[str, Any] = {"architectures": [architecture], "model_type": "albert"}
+    config.update({k: v for k, v in _HF_DEFAULTS.items() if k not in _SPEC_FIELDS})
+    config.update(spec.model_dump(include=set(_SPEC_FIELDS)))
+    config["tie_word_embeddings"] = True
+    config["dtype"] = "float32"
+    if id2label is not None:
+        config["id2label"] = {str(i): str(n) for i, n in sorted(id2label.items())}
+        config["label2id"] = {str(n): int(i) for i, n in sorted(id2label.items())}
+        if len(id2label) == 1:
+            config["problem_type"] = "regression"
+    return dict(sorted(config.items()))
+
+
+_PRE_LN_MESSAGE = (
+    "model has pre_layer_norm=True: Hugging Face's ALBERT is post-LayerNorm only, so a pre-LN "
+    "model has no Hugging Face equivalent and cannot be exported to or imported from that "
+    "format (keep it as an albertkit checkpoint)"
+)
+
+
+# --------------------------------------------------------------------------- name mapping
+def hf_weight_map(model: AlbertModelLike) -> dict[str, tuple[Any, bool]]:
+    """Map Hugging Face state-dict names to ``(keras variable, transpose)`` for ``model``.
+
+    ``transpose`` is true for dense kernels (Keras ``[in, out]`` vs PyTorch ``[out, in]``).
+    Every name follows the HF task class of the same role (encoder names under ``albert.``).
+    """
+    if not model.built:
+        model.build()
+    out: dict[str, tuple[Any, bool]] = {}
+
+    def dense(name: str, layer: Any) -> None:
+        out[f"{name}.weight"] = (layer.kernel, True)
+        out[f"{name}.bias"] = (layer.bias, False)
+
+    def norm(name: str, layer: Any) -> None:
+        out[f"{name}.weight"] = (layer.gamma, False)
+        out[f"{name}.bias"] = (layer.beta, False)
+
+    enc = model if isinstance(model, AlbertEncoder) else model.albert
+    emb = enc.embeddings
+    for table in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
+        out[f"albert.embeddings.{table}.weight"] = (getattr(emb, table).embeddings, False)
+    norm("albert.embeddings.LayerNorm", emb.layer_norm)
+    dense("albert.encoder.embedding_hidden_mapping_in", enc.embedding_hidden_mapping_in)
+    for g, group in enumerate(enc.albert_layer_groups):
+        for i, layer in enumerate(group.albert_layers):
+            p = f"albert.encoder.albert_layer_groups.{g}.albert_layers.{i}"
+            for part in ("query", "key", "value", "dense"):
+                dense(f"{p}.attention.{part}", getattr(layer.attention, part))
+            norm(f"{p}.attention.LayerNorm", layer.attention.layer_norm)
+            dense(f"{p}.ffn", layer.ffn)
+            dense(f"{p}.ffn_output", layer.ffn_output)
+            norm(f"{p}.full_layer_layer_norm", layer.full_layer_layer_norm)
+    if enc.pooler is not None:
+        dense("albert.pooler", enc.pooler)
+    if enc.final_layer_norm is not None:
+        # pre-LayerNorm only: albertkit's own name (HF has no such weight; export refuses
+        # pre-LN), so that the map names every weight for task-to-task initialisation.
+        norm("albert.final_layer_norm", enc.final_layer_norm)
+
+    if isinstance(model, AlbertForPretraining):
+        dense("predictions.dense", model.predictions.dense)
+        norm("predictions.LayerNorm", model.predictions.layer_norm)
+        out["predictions.bias"] = (model.predictions.bias, False)
+        dense("sop_classifier.classifier", model.sop_classifier)
+    elif isinstance(model, AlbertForQuestionAnswering):
+        dense("qa_outputs", model.qa_outputs)
+    elif isinstance(model, AlbertForSequenceClassification):
+        dense("classifier", model.classifier)
+    return out
+
+
+def _architecture_keys(model: AlbertModelLike, architecture: Architecture) -> list[str]:
+    """The HF names that ``architecture`` holds (and ``model`` can provide), in map order."""
+    names = list(hf_weight_map(model))
+    has_pooler = "albert.pooler.weight" in names
+    expected: dict[type, tuple[Architecture, ...]] = {
+        AlbertForPretraining: ("AlbertForPreTraining", "AlbertForMaskedLM", "AlbertModel"),
+        AlbertForQuestionAnswering: ("AlbertForQuestionAnswering",),
+        AlbertForSequenceClassification: ("AlbertForSequenceClassification", "AlbertModel"),
+        AlbertEncoder: ("AlbertModel",),
+    }
+    allowed = expected[type(model)]
+    if architecture not in allowed:
+        raise ValueError(
+            f"architecture={architecture!r} cannot be exported from a {type(model).__name__} "
+            f"(choose one of {list(allowed)})"
+        )
+    if architecture == "AlbertModel" and not has_pooler:
+        raise ValueError("architecture='AlbertModel' needs the pooler: build the encoder with it")
+    encoder = [n for n in names if n.startswith("albert.")]
+    if architecture == "AlbertModel":
+        return encoder
+    if architecture == "AlbertForMaskedLM":  # HF's masked-LM model has no pooler and no SOP
+        return [n for n in names if not n.startswith(("albert.pooler.", "sop_classifier."))]
+    return names
+
+
+def _default_architecture(model: AlbertModelLike) -> Architecture:
+    if isinstance(model, AlbertForPretraining):
+        return "AlbertForPreTraining"
+    if isinstance(model, AlbertForQuestionAnswering):
+        return "AlbertForQuestionAnswering"
+    if isinstance(model, AlbertForSequenceClassification):
+        return "AlbertForSequenceClassification"
+    if isinstance(model, AlbertEncoder):
+        return "AlbertModel"
+    raise TypeError(f"not an albertkit ALBERT model: {type(model).__name__}")
+
+
+# --------------------------------------------------------------------------- safetensors I/O
+def _weight_files(hf_dir: Path) -> list[Path]:
+    single = hf_dir / WEIGHTS_FILE
+    if single.is_file():
+        return [single]
+    index = hf_dir / WEIGHTS_INDEX_FILE
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{index}: not a safetensors index ({e})") from None
+        return [hf_dir / f for f in sorted(set(weight_map.values()))]
+    for name in PICKLE_FILES:
+        if (hf_dir / name).is_file():
+            raise ValueError(
+                f"{hf_dir / name}: refusing to load a PyTorch pickle checkpoint (unpickling "
+                "can run arbitrary code); albertkit reads only model.safetensors. Convert it "
+                "once, in an environment where you trust the file, with PyTorch installed: "
+                'python -c "from transformers import AutoModel as M; '
+                f"M.from_pretrained('{hf_dir}').save_pretrained('{hf_dir}-safetensors')\" "
+                "(save_pretrained writes safetensors), or download the model.safetensors the "
+                "Hub usually offers next to the .bin"
+            )
+    raise FileNotFoundError(f"{hf_dir}: no {WEIGHTS_FILE} (nor {WEIGHTS_INDEX_FILE})")
+
+
+def _read_bf16(path: Path, name: str) -> np.ndarray:
+    # numpy has no bfloat16: read the raw little-endian 16-bit words from the file layout
+    # (8-byte header length, JSON header, data; https://github.com/huggingface/safetensors)
+    with open(path, "rb") as fh:
+        header_len = int.from_bytes(fh.read(8), "little")
+        info = json.loads(fh.read(header_len))[name]
+        start, end = info["data_offsets"]
+        fh.seek(8 + header_len + start)
+        words = np.frombuffer(fh.read(end - start), dtype="<u2")
+    return (words.astype(np.uint32) << 16).view(np.float32).reshape(info["shape"])
+
+
+def read_safetensors(path: str | os.PathLike) -> Iterator[tuple[str, np.ndarray]]:
+    """Yield ``(name, array)`` pairs of a safetensors file (bfloat16 widened to float32)."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    with safe_open(str(path), framework="numpy") as f:
+        for name in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
+            if f.get_slice(name).get_dtype() == "BF16":
+                yield name, _read_bf16(path, name)
+            else:
+                yield name, f.get_tensor(name)
+
+
+def _normalise_hf_names(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Bring older / base-model checkpoints to the task-model names ``hf_weight_map`` uses."""
+    out: dict[str, np.ndarray] = {}
+    bare = not any(k.startswith("albert.") for k in tensors)  # saved from AlbertModel
+    for name, value in tensors.items():
+        if bare and name.startswith(("embeddings.", "encoder.", "pooler.")):
+            name = f"albert.{name}"
+        if name.endswith(".gamma"):  # TF-era LayerNorm names
+            name = name[: -len("gamma")] + "weight"
+        elif name.endswith(".beta"):
+            name = name[: -len("beta")] + "bias"
+        out[name] = value
+    # The decoder is tied: its weight IS the word embeddings, its bias IS predictions.bias.
+    if "predictions.bias" not in out and "predictions.decoder.bias" in out:
+        out["predictions.bias"] = out["predictions.decoder.bias"]
+    out.pop("predictions.decoder.bias", None)
+    out.pop("predictions.decoder.weight", None)
+    out.pop("albert.embeddings.position_ids", None)  # a buffer, not a weight
+    return out
+
+
+# --------------------------------------------------------------------------- import
+def _check_spec_matches(model: AlbertModelLike, hf_dir: Path) -> None:
+    spec = model.spec
+    if spec.pre_layer_norm:
+        raise ValueError(_PRE_LN_MESSAGE)
+    theirs = spec_from_hf_config(hf_dir)
+    diff = [
+        f"{f}: model {getattr(spec, f)!r} vs checkpoint {getattr(theirs, f)!r}"
+        for f in _ARCH_FIELDS
+        if getattr(spec, f) != getattr(theirs, f)
+    ]
+    if diff:
+        raise ValueError(
+            f"{hf_dir / CONFIG_FILE}: the checkpoint's architecture differs from the model's: "
+            + "; ".join(diff)
+        )
+
+
+def load_hf_weights(model: AlbertModelLike, hf_dir: str | os.PathLike) -> list[str]:
+    """Copy a Hugging Face checkpoint's weights into ``model`` (built here if needed).
+
+    The model's architecture must equal the checkpoint's ``config.json``. Weights the
+    checkpoint lacks (a new task head) keep their initialisation and are listed in an
+    ``HFImportWarning``; checkpoint weights the model has no use for (say the pretraining
+    heads when fine-tuning) are logged at INFO level.
+
+    Returns:
+        The HF names of the model's weights that the checkpoint did not provide.
+    """
+    hf_dir = Path(hf_dir)
+    _check_spec_matches(model, hf_dir)
+    targets = hf_weight_map(model)
+    tensors: dict[str, np.ndarray] = {}
+    sources: dict[str, Path] = {}
+    for path in _weight_files(hf_dir):
+        for name, value in read_safetensors(path):
+            tensors[name] = value
+            sources[name] = path
+    tensors = _normalise_hf_names(tensors)
+    for name, (variable, transpose) in targets.items():
+        if name not in tensors:
+            continue
+        value = tensors[name].T if transpose else tensors[name]
+        if tuple(value.shape) != tuple(variable.shape):
+            src = sources.get(name, hf_dir)
+            raise ValueError(
+                f"{src}: {name} has shape {list(tensors[name].shape)}, the model needs "
+                f"{list(variable.shape)}{' (transposed)' if transpose else ''}"
+            )
+        variable.assign(np.ascontiguousarray(value, dtype=variable.dtype))
+    missing = [n for n in targets if n not in tensors]
+    unused = sorted(n for n in tensors if n not in targets)
+    if missing:
+        warnings.warn(
+            f"{hf_dir}: the checkpoint has no weights for {len(missing)} of "
+            f"{type(model).__name__}'s variables, left at their initialisation: "
+            + ", ".join(missing),
+            HFImportWarning,
+            stacklevel=2,
+        )
+    if unused:
+        logger.info(
+            "%s: checkpoint weights not used by %s: %s",
+            hf_dir,
+            type(model).__name__,
+            ", ".join(unused),
+        )
+    return missing
+
+
+def model_from_hf(
+    hf_dir: str | os.PathLike, kind: ModelKind, dtype: Any = None, num_labels: int | None = None
+) -> AlbertModelLike:
+    """Build an albertkit model of ``kind`` with the architecture and weights of ``hf_dir``.
+
+    ``num_labels`` (classification) defaults to the checkpoint's ``id2label`` size.
+    """
+    spec = spec_from_hf_config(hf_dir)
+    model: AlbertModelLike
+    match kind:
+        case "pretraining":
+            model = AlbertForPretraining(spec, dtype=dtype)
+        case "question_answering":
+            model = AlbertForQuestionAnswering(spec, dtype=dtype)
+        case "classification":
+            labels = num_labels if num_labels is not None else hf_num_labels(hf_dir)
+            model = AlbertForSequenceClassification(spec, labels, dtype=dtype)
+        case "encoder":
+            model = AlbertEncoder(spec, dtype=dtype)
+        case _:
+            raise ValueError(
+                f"kind={kind!r}: expected pretraining, question_answering, "
+                "classification or encoder"
+            )
+    load_hf_weights(model, hf_dir)
+    return model
+
+
+def hf_tokenizer_files(hf_dir: str | os.PathLike) -> list[Path]:
+    """The tokenizer files present in ``hf_dir`` (empty if it holds no tokenizer)."""
+    hf_dir = Path(hf_dir)
+    return [hf_dir / f for f in TOKENIZER_FILES if (hf_dir / f).is_file()]
+
+
+# --------------------------------------------------------------------------- export
+def hf_state_dict(
+    model: AlbertModelLike, architecture: Architecture | None = None
+) -> dict[str, np.ndarray]:
+    """The model's weights under Hugging Face names and shapes (float32, C-contiguous)."""
+    architecture = architecture or _default_architecture(model)
+    if model.spec.pre_layer_norm:
+        raise ValueError(_PRE_LN_MESSAGE)
+    mapping = hf_weight_map(model)
+    keys = _architecture_keys(model, architecture)
+    state = {}
+    for name in keys:
+        variable, transpose = mapping[name]
+        value = np.asarray(variable.numpy(), dtype=np.float32)
+        state[name] = np.ascontiguousarray(value.T if transpose else value)
+    if architecture == "AlbertModel":  # HF's base model has no "albert." prefix
+        state = {k.removeprefix("albert."): v for k, v in state.items()}
+    return state
+
+
+def export_to_hf(
+    model: AlbertModelLike,
+    out_dir: str | os.PathLike,
+    *,
+    architecture: Architecture | None = None,
+    tokenizer_dir: str | os.PathLike | None = None,
+    id2label: dict[int, str] | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write ``model`` as a Hugging Face directory that transformers' PyTorch classes load.
+
+    Args:
+        model: a built albertkit model (not pre-LayerNorm).
+        out_dir: the directory to create; written in a temporary sibling, then renamed.
+        architecture: HF class to target; defaults to the model's own
+            (``AlbertForPreTraining``, ``AlbertForQuestionAnswering``,
+            ``AlbertForSequenceClassification``, ``AlbertModel``). A pretraining model can
+            also be exported as ``AlbertForMaskedLM`` (pooler and SOP head dropped).
+        tokenizer_dir: a tokenizer directory whose files are copied alongside.
+        id2label: label names for a classification model (default ``LABEL_i``).
+        overwrite: replace an existing non-empty ``out_dir``.
+
+    Returns:
+        ``out_dir`` as a Path.
+    """
+    from safetensors.numpy import save
+
+    out_dir = Path(out_dir)
+    architecture = architecture or _default_architecture(model)
+    state = hf_state_dict(model, architecture)  # refuses pre-LN and wrong architectures
+
+    labels: dict[int, str] | None = None
+    if isinstance(model, AlbertForSequenceClassification) and architecture != "AlbertModel":
+        labels = id2label or {i: f"LABEL_{i}" for i in range(model.num_labels)}
+        if sorted(labels) != list(range(model.num_labels)):
+            raise ValueError(f"id2label={id2label!r} must name labels 0..{model.num_labels - 1}")
+    elif id2label is not None:
+        raise ValueError(f"id2label is only for classification models, not {architecture}")
+    config = hf_config_dict(model.spec, architecture, labels)
+
+    tokenizer_files: list[Path] = []
+    if tokenizer_dir is not None:
+        tokenizer_files = hf_tokenizer_files(tokenizer_dir)
+        if not any(p.name in ("spiece.model", "tokenizer.json") for p in tokenizer_files):
+            raise FileNotFoundError(
+                f"{tokenizer_dir}: no spiece.model or tokenizer.json: not a tokenizer directory"
+            )
+
+    if out_dir.exists() and not overwrite and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise FileExistsError(f"{out_dir} exists and is not empty (pass overwrite=True)")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.", suffix=".tmp"))
+    try:
+        _write_file(tmp / CONFIG_FILE, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
+        _write_file(tmp / WEIGHTS_FILE, save(state, metadata={"format": "pt"}))
+        for src in tokenizer_files:
+            _write_file(tmp / src.name, src.read_bytes())
+        _replace_dir(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _replace_dir(tmp: Path, out_dir: Path) -> None:
+    """Move the finished ``tmp`` to ``out_dir``; an old ``out_dir`` is removed only after."""
+    if not out_dir.exists():
+        os.replace(tmp, out_dir)
+        return
+    old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+    os.replace(out_dir, old)
+    try:
+        os.replace(tmp, out_dir)
+    except BaseException:
+        os.replace(old, out_dir)
+        raise
+    shutil.rmtree(old) if old.is_dir() else old.unlink()

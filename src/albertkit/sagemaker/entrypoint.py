@@ -1,0 +1,334 @@
+"""The container side of a SageMaker job: from SM_* variables and /opt/ml to a finished model.
+
+SageMaker (through the SDK v3 driver) runs ``albertkit_entry.py`` from the uploaded source,
+once per host, or under ``mpirun`` once per GPU for Horovod. This module then:
+
+1. reads the SageMaker environment (``SM_HOSTS``, ``SM_CURRENT_HOST``, ``SM_NUM_GPUS``,
+   ``SM_CHANNEL_*``, ``SM_MODEL_DIR``, ``SM_OUTPUT_DATA_DIR``, the hyperparameters from
+   ``/opt/ml/input/config/hyperparameters.json`` / ``SM_HPS`` / the command line);
+2. loads the shipped config JSON, applies the dotted hyperparameter overrides, rewrites the
+   data paths to the channel directories and sets ``run_dir`` to the checkpoint directory
+   (SageMaker syncs it to ``checkpoint_s3_uri`` and restores it after a spot interruption,
+   so ``AlbertTrainer`` resumes by itself);
+3. pins this process's GPU (Horovod: one per local rank) and, for multi-worker training,
+   builds ``TF_CONFIG`` from ``SM_HOSTS``/``SM_CURRENT_HOST``;
+4. trains, then (chief only) writes the model in albertkit and Hugging Face formats to
+   ``SM_MODEL_DIR`` (``model.tar.gz``) and the summary to ``SM_OUTPUT_DATA_DIR``.
+
+Everything is parameterised by ``root_dir`` (default ``/opt/ml``) and an ``environ`` mapping,
+so tests run it in a temporary directory laid out like ``/opt/ml``.
+
+Example:
+    >>> main([], environ={"SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-1"},
+    ...      root_dir="/tmp/opt-ml")                              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from albertkit.config import ConfigError, TrainerConfig, apply_overrides
+from albertkit.sagemaker.config import (
+    CONFIG_HYPERPARAMETER,
+    SageMakerConfig,
+    hyperparameter_text,
+)
+from albertkit.sagemaker.job import CONFIG_FILE, path_under
+
+log = logging.getLogger("albertkit")
+
+SAGEMAKER_ROOT = "/opt/ml"
+EXIT_INTERRUPTED = 143  # 128 + SIGTERM: stopped or spot-interrupted, checkpoint written
+
+
+@dataclass(frozen=True)
+class ContainerEnv:
+    """What SageMaker tells the container, with every path under ``root``."""
+
+    root: Path
+    hosts: list[str]
+    current_host: str
+    num_gpus: int
+    channels: dict[str, Path]
+    model_dir: Path
+    output_data_dir: Path
+    code_dir: Path
+    hyperparameters: dict[str, str]
+    rank: int
+    local_rank: int
+    world_size: int
+
+    def container_path(self, path: str) -> Path:
+        """``/opt/ml/x`` -> ``<root>/x`` (identity when root is /opt/ml)."""
+        rest = path_under(path, SAGEMAKER_ROOT)
+        return self.root / rest if rest is not None else Path(path)
+
+
+def parse_cli_hyperparameters(argv: list[str]) -> dict[str, str]:
+    """``--key value`` pairs, as the SDK drivers pass hyperparameters on the command line."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if not token.startswith("--") or len(token) == 2:
+            raise ConfigError(f"entry point: unexpected argument {token!r} (expected --key value)")
+        key = token[2:]
+        if "=" in key:
+            key, _, value = key.partition("=")
+            i += 1
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            value = argv[i + 1]
+            i += 2
+        else:
+            value = "true"
+            i += 1
+        out[key] = value
+    return out
+
+
+def read_container_env(
+    environ: Mapping[str, str],
+    root_dir: str | os.PathLike = SAGEMAKER_ROOT,
+    argv: list[str] | None = None,
+) -> ContainerEnv:
+    """Collect the SageMaker environment (variables, then the /opt/ml files as fallback)."""
+    root = Path(root_dir)
+
+    def path_var(name: str, default: Path) -> Path:
+        return Path(environ[name]) if environ.get(name) else default
+
+    hosts = json.loads(environ.get("SM_HOSTS") or '["algo-1"]')
+    current = environ.get("SM_CURRENT_HOST") or hosts[0]
+    resource_file = root / "input" / "config" / "resourceconfig.json"
+    if "SM_HOSTS" not in environ and resource_file.is_file():
+        resource = json.loads(resource_file.read_text())
+        hosts, current = resource["hosts"], resource["current_host"]
+    hosts = sorted(hosts)
+    if current not in hosts:
+        raise ConfigError(f"SM_CURRENT_HOST={current!r} is not in SM_HOSTS={hosts}")
+
+    data_dir = root / "input" / "data"
+    channels: dict[str, Path] = {}
+    if data_dir.is_dir():
+        channels.update({p.name: p for p in data_dir.iterdir() if p.is_dir()})
+    for key, value in environ.items():
+        if key.startswith("SM_CHANNEL_") and key != "SM_CHANNELS":
+            channels[key[len("SM_CHANNEL_") :].lower()] = Path(value)
+
+    hps: dict[str, str] = {}
+    hp_file = root / "input" / "config" / "hyperparameters.json"
+    if hp_file.is_file():
+        hps.update({k: str(v) for k, v in json.loads(hp_file.read_text()).items()})
+    elif environ.get("SM_HPS"):
+        hps.update(
+            {
+                k: hyperparameter_text(v) if not isinstance(v, dict | list) else json.dumps(v)
+                for k, v in json.loads(environ["SM_HPS"]).items()
+            }
+        )
+    hps.update(parse_cli_hyperparameters(list(argv or [])))
+
+    return ContainerEnv(
+        root=root,
+        hosts=hosts,
+        current_host=current,
+        num_gpus=int(environ.get("SM_NUM_GPUS") or 0),
+        channels=channels,
+        model_dir=path_var("SM_MODEL_DIR", root / "model"),
+        output_data_dir=path_var("SM_OUTPUT_DATA_DIR", root / "output" / "data"),
+        code_dir=path_var("SM_SOURCE_DIR", data_dir / "code"),
+        hyperparameters=hps,
+        # Open MPI tells each Horovod process its place; without MPI there is one per host.
+        rank=int(environ.get("OMPI_COMM_WORLD_RANK") or 0),
+        local_rank=int(environ.get("OMPI_COMM_WORLD_LOCAL_RANK") or 0),
+        world_size=int(environ.get("OMPI_COMM_WORLD_SIZE") or 1),
+    )
+
+
+def _rewrite_paths(node: Any, mapping: list[tuple[str, Path]]) -> Any:
+    if isinstance(node, dict):
+        return {k: _rewrite_paths(v, mapping) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_rewrite_paths(v, mapping) for v in node]
+    if isinstance(node, str):
+        for prefix, target in mapping:
+            rest = path_under(node, prefix)
+            if rest is not None:
+                return str(target / rest) if rest else str(target)
+    return node
+
+
+def container_config(env: ContainerEnv) -> TrainerConfig:
+    """The run's config inside the container: shipped JSON + hyperparameter overrides, data
+    paths rewritten to the channels, ``run_dir`` = the (synced) checkpoint directory."""
+    hps = dict(env.hyperparameters)
+    config_name = hps.pop(CONFIG_HYPERPARAMETER, CONFIG_FILE)
+    path = env.code_dir / config_name
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found in the job's source: {path}") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: line {e.lineno}: malformed JSON: {e.msg}") from None
+    raw = apply_overrides(raw, [f"{k}={v}" for k, v in hps.items()])
+
+    try:
+        sm = SageMakerConfig.model_validate(raw.get("sagemaker") or {})
+    except ValidationError as e:
+        raise ConfigError(f"{path}: invalid sagemaker section: {e}") from None
+    mapping: list[tuple[str, Path]] = []
+    for name, spec in sm.inputs.items():
+        prefix = spec.config_prefix()
+        if not prefix:
+            continue
+        if name not in env.channels:
+            raise ConfigError(
+                f"sagemaker.inputs.{name}: channel {name!r} is missing in the container "
+                f"(have: {sorted(env.channels)})"
+            )
+        mapping.append((prefix, env.channels[name]))
+    # longest prefix first, so nested inputs map to the most specific channel
+    mapping.sort(key=lambda item: len(posixpath.normpath(item[0])), reverse=True)
+    body = {k: v for k, v in raw.items() if k not in ("sagemaker", "run_dir")}
+    raw = {**raw, **_rewrite_paths(body, mapping)}
+
+    raw["run_dir"] = str(env.container_path(sm.checkpoint_local_path))
+    # No terminal in a training job: print the log lines (SageMaker's metric regexes read
+    # them from the logs) instead of a progress bar.
+    raw.setdefault("logging", {})["progress_bar"] = False
+    return TrainerConfig.from_dict(raw, source=str(path))
+
+
+def tf_config(hosts: list[str], current_host: str, port: int) -> dict[str, Any]:
+    """TF_CONFIG for MultiWorkerMirroredStrategy: one worker per host, sorted like SM_HOSTS."""
+    hosts = sorted(hosts)
+    return {
+        "cluster": {"worker": [f"{h}:{port}" for h in hosts]},
+        "task": {"type": "worker", "index": hosts.index(current_host)},
+    }
+
+
+def process_environment(cfg: TrainerConfig, env: ContainerEnv) -> dict[str, str]:
+    """Variables this process must set before TensorFlow starts."""
+    out: dict[str, str] = {}
+    dist = cfg.sagemaker.distribution if cfg.sagemaker else None
+    if cfg.distributed.backend == "tf_multiworker" and len(env.hosts) > 1:
+        port = dist.port if dist is not None and dist.kind == "tf_multiworker" else 12355
+        out["TF_CONFIG"] = json.dumps(tf_config(env.hosts, env.current_host, port))
+    return out
+
+
+def is_chief(cfg: TrainerConfig, env: ContainerEnv) -> bool:
+    """Rank 0 of the job: writes the model and the summary."""
+    if cfg.distributed.backend == "horovod":
+        return env.rank == 0
+    return env.hosts.index(env.current_host) == 0
+
+
+def pin_gpus(backend: str, local_rank: int) -> None:
+    """Horovod: this process sees only GPU ``local_rank`` (TensorFlow-level, as Horovod
+    documents; CUDA_VISIBLE_DEVICES would hide the peers NCCL uses for P2P). Other backends
+    keep every GPU (MultiWorkerMirroredStrategy replicates over all local GPUs)."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus or backend != "horovod":
+        return
+    tf.config.set_visible_devices(gpus[local_rank % len(gpus)], "GPU")
+
+
+def _copy(src: Path, dst: Path) -> None:
+    if src.is_file():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+
+
+def run(env: ContainerEnv, apply_environment: bool = True) -> int:
+    """Train inside the container described by ``env``; returns the process exit code."""
+    from albertkit.trainer import AlbertTrainer
+
+    cfg = container_config(env)
+    extra = process_environment(cfg, env)
+    if apply_environment and extra:
+        os.environ.update(extra)
+    chief = is_chief(cfg, env)
+    backend = cfg.distributed.backend
+    if backend == "horovod" and env.num_gpus and env.world_size > len(env.hosts) * env.num_gpus:
+        log.warning(
+            "%d Horovod processes on %d hosts with %d GPUs each: GPUs are shared",
+            env.world_size,
+            len(env.hosts),
+            env.num_gpus,
+        )
+    pin_gpus(backend, env.local_rank)
+    if chief:
+        log.info(
+            "SageMaker: host %s of %s, backend=%s, run_dir=%s, channels=%s",
+            env.current_host,
+            env.hosts,
+            backend,
+            cfg.run_dir,
+            sorted(env.channels),
+        )
+
+    trainer = AlbertTrainer(cfg).fit()
+    summary = trainer.summary or {}
+    if not chief:
+        return 0
+    run_dir = Path(cfg.run_dir)
+    for name in ("summary.json", "config.yaml", "metrics.jsonl"):
+        _copy(run_dir / name, env.output_data_dir / name)
+    if summary.get("status") == "interrupted":
+        log.warning(
+            "training was interrupted at step %s; checkpoint kept in %s, no model exported",
+            summary.get("step"),
+            run_dir,
+        )
+        return EXIT_INTERRUPTED
+    env.model_dir.mkdir(parents=True, exist_ok=True)
+    trainer.export(env.model_dir / "albertkit", format="albertkit")
+    trainer.export(env.model_dir / "hf", format="hf")
+    _copy(run_dir / "summary.json", env.model_dir / "summary.json")
+    log.info("model written to %s (albertkit/ and hf/)", env.model_dir)
+    return 0
+
+
+def main(
+    argv: list[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    root_dir: str | os.PathLike = SAGEMAKER_ROOT,
+) -> int:
+    """Entry point of ``albertkit_entry.py``; ``argv`` holds the SDK's ``--key value`` pairs."""
+    from albertkit.logging import setup_console_logging
+
+    setup_console_logging()
+    environ = os.environ if environ is None else environ
+    try:
+        env = read_container_env(environ, root_dir, argv)
+        return run(env)
+    except ConfigError as e:
+        log.error("%s", e)
+        failure = Path(root_dir) / "output" / "failure"
+        try:
+            # SageMaker shows this file's text as the job's FailureReason
+            failure.parent.mkdir(parents=True, exist_ok=True)
+            failure.write_text(str(e)[:1024], encoding="utf-8")
+        except OSError:
+            pass
+        return 2
+
+
+if __name__ == "__main__":  # `python -m albertkit.sagemaker.entrypoint` (the image's `train`)
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,313 @@
+"""The official SQuAD v1.1 and v2.0 metrics, written from their definitions.
+
+Definitions (the evaluation scripts distributed with SQuAD, ``evaluate-v1.1.py`` and
+``evaluate-v2.0.py``, Rajpurkar et al. 2016 / 2018):
+
+* answer normalisation: lower-case, delete every character of ``string.punctuation`` (ASCII
+  punctuation only; Unicode punctuation such as "—" or "“" is kept), delete the whole words
+  ``a``/``an``/``the``, collapse runs of whitespace to one space;
+* exact match (EM): normalised prediction == normalised gold answer;
+* F1: harmonic mean of precision and recall over the *multiset* of normalised tokens
+  (whitespace split) common to prediction and gold answer;
+* each question scores the maximum over its gold answers; totals are percentages.
+
+v2.0 only:
+
+* gold answers whose normalisation is empty are dropped; a question left without gold
+  answers (unanswerable) has the single gold answer ``""``, so an empty prediction on an
+  unanswerable question scores EM = F1 = 1, and F1 is 1 exactly when both token lists are
+  empty, 0 when only one is;
+* ``HasAns_*`` / ``NoAns_*`` break the scores down by answerability;
+* with no-answer probabilities (``na_prob_file``), a prediction whose probability exceeds
+  ``na_prob_thresh`` (default 1.0) is replaced by "no answer", and a threshold search over
+  the probabilities reports ``best_exact``/``best_f1`` and their thresholds.
+
+Departures from the scripts, on purpose: a question without a prediction is an error that
+names it (the scripts print a note and score it 0), and v1.1 scoring reports the same
+per-answerability counts when asked.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import string
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_PUNCTUATION = frozenset(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+
+
+class SquadEvalError(ValueError):
+    """Inputs to the SQuAD evaluation do not line up (missing predictions, bad files)."""
+
+
+# --------------------------------------------------------------------------- definitions
+def normalize_answer(text: str) -> str:
+    """Lower-case, strip ASCII punctuation, drop articles, collapse whitespace."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def answer_tokens(text: str) -> list[str]:
+    """Whitespace tokens of the normalised answer (``[]`` for an empty answer)."""
+    return normalize_answer(text).split() if text else []
+
+
+def exact_match(prediction: str, gold: str) -> int:
+    """1 if the normalised strings are equal, else 0."""
+    return int(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def f1(prediction: str, gold: str, empty_matches_empty: bool = True) -> float:
+    """Token-multiset F1 between normalised prediction and gold answer.
+
+    ``empty_matches_empty`` is the v2.0 rule (two empty token lists score 1, one empty list
+    scores 0). v1.1's script has no such rule: an empty list shares no token and scores 0.
+    """
+    pred_toks, gold_toks = answer_tokens(prediction), answer_tokens(gold)
+    if empty_matches_empty and (not pred_toks or not gold_toks):
+        return float(pred_toks == gold_toks)
+    common = collections.Counter(pred_toks) & collections.Counter(gold_toks)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision = same / len(pred_toks)
+    recall = same / len(gold_toks)
+    return 2.0 * precision * recall / (precision + recall)
+
+
+# --------------------------------------------------------------------------- gold data
+@dataclass(frozen=True)
+class GoldQuestion:
+    """Gold answers of one question, as the metric sees them."""
+
+    qid: str
+    answers: tuple[str, ...]  # v2: non-empty after normalisation, or ("",) when unanswerable
+
+    @property
+    def has_answer(self) -> bool:
+        return any(self.answers)
+
+
+def gold_from_dataset(dataset: Mapping[str, Any], version: str, source: str = "<data>"
+                      ) -> dict[str, GoldQuestion]:
+    """Question id -> gold answers, from a parsed official SQuAD JSON (``{"data": [...]}``)."""
+    if not isinstance(dataset, Mapping) or not isinstance(dataset.get("data"), list):
+        raise SquadEvalError(f"{source}: expected a JSON object with a 'data' list")
+    gold: dict[str, GoldQuestion] = {}
+    for a, article in enumerate(dataset["data"]):
+        for p, para in enumerate(_field(article, "paragraphs", f"{source}: data[{a}]")):
+            for q, qa in enumerate(_field(para, "qas", f"{source}: data[{a}].paragraphs[{p}]")):
+                where = f"{source}: data[{a}].paragraphs[{p}].qas[{q}]"
+                qid = str(_field(qa, "id", where))
+                texts = [str(_field(ans, "text", f"{where} (id={qid})"))
+                         for ans in _field(qa, "answers", f"{where} (id={qid})")]
+                if version == "2.0":
+                    texts = [t for t in texts if normalize_answer(t)] or [""]
+                elif not texts:
+                    raise SquadEvalError(f"{where} (id={qid}): v1.1 question without answers")
+                if qid in gold:
+                    raise SquadEvalError(f"{where}: duplicate question id {qid!r}")
+                gold[qid] = GoldQuestion(qid, tuple(texts))
+    return gold
+
+
+def _field(record: Any, name: str, where: str) -> Any:
+    if not isinstance(record, Mapping) or name not in record:
+        raise SquadEvalError(f"{where}: missing field {name!r}")
+    return record[name]
+
+
+def detect_version(dataset: Mapping[str, Any]) -> str:
+    """'2.0' if the file says so or any question carries ``is_impossible``, else '1.1'."""
+    declared = str(dataset.get("version", "")) if isinstance(dataset, Mapping) else ""
+    if declared.lstrip("v").startswith("2"):
+        return "2.0"
+    for article in dataset.get("data", []) or []:
+        for para in article.get("paragraphs", []) if isinstance(article, Mapping) else []:
+            for qa in para.get("qas", []) if isinstance(para, Mapping) else []:
+                if isinstance(qa, Mapping) and "is_impossible" in qa:
+                    return "2.0"
+    return "1.1"
+
+
+# --------------------------------------------------------------------------- scoring
+def _check_predictions(gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str],
+                       what: str = "prediction") -> None:
+    missing = [qid for qid in gold if qid not in predictions]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise SquadEvalError(f"missing {what} for question id {missing[0]!r}{more}")
+
+
+def raw_scores(gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str],
+               version: str) -> tuple[dict[str, float], dict[str, float]]:
+    """Per-question EM and F1 (0/1 and [0, 1]), max over gold answers."""
+    _check_predictions(gold, predictions)
+    empty_rule = version == "2.0"
+    exact, f1s = {}, {}
+    for qid, g in gold.items():
+        pred = predictions[qid]
+        if not isinstance(pred, str):
+            raise SquadEvalError(f"prediction for question id {qid!r} is not a string: {pred!r}")
+        exact[qid] = float(max(exact_match(pred, a) for a in g.answers))
+        f1s[qid] = max(f1(pred, a, empty_matches_empty=empty_rule) for a in g.answers)
+    return exact, f1s
+
+
+def apply_no_answer_threshold(scores: Mapping[str, float], na_probs: Mapping[str, float],
+                              has_answer: Mapping[str, bool], threshold: float
+                              ) -> dict[str, float]:
+    """Scores after replacing predictions with ``na_prob > threshold`` by "no answer"."""
+    return {
+        qid: (float(not has_answer[qid]) if na_probs[qid] > threshold else s)
+        for qid, s in scores.items()
+    }
+
+
+def find_best_threshold(predictions: Mapping[str, str], scores: Mapping[str, float],
+                        na_probs: Mapping[str, float], has_answer: Mapping[str, bool]
+                        ) -> tuple[float, float]:
+    """Best total score (percent) over no-answer thresholds, and that threshold.
+
+    Start from "answer nothing" (every unanswerable question right, every answerable one
+    wrong), then lower the bar one question at a time in increasing ``na_prob`` order: an
+    answerable question gains its raw score, an unanswerable one loses 1 if a non-empty
+    answer was predicted. The best running total and the ``na_prob`` where it was reached
+    are returned (threshold 0.0 when answering nothing is best). As in the official
+    script, questions with equal ``na_prob`` are still taken one at a time (stable order).
+    """
+    current = best = float(sum(1 for q in scores if not has_answer[q]))
+    best_thresh = 0.0
+    for qid in sorted(scores, key=lambda q: na_probs[q]):
+        if has_answer[qid]:
+            current += scores[qid]
+        elif predictions[qid]:
+            current -= 1.0
+        if current > best:
+            best, best_thresh = current, float(na_probs[qid])
+    return 100.0 * best / max(len(scores), 1), best_thresh
+
+
+def _mean_percent(scores: Mapping[str, float], qids: Iterable[str]) -> float:
+    qids = list(qids)
+    return 100.0 * sum(scores[q] for q in qids) / len(qids) if qids else 0.0
+
+
+def evaluate_v1(gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str]
+                ) -> dict[str, float]:
+    """``{"exact_match", "f1"}`` as printed by ``evaluate-v1.1.py``."""
+    exact, f1s = raw_scores(gold, predictions, "1.1")
+    return {"exact_match": _mean_percent(exact, gold), "f1": _mean_percent(f1s, gold)}
+
+
+def evaluate_v2(gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str],
+                na_probs: Mapping[str, float] | None = None, na_prob_thresh: float = 1.0
+                ) -> dict[str, float]:
+    """The keys printed by ``evaluate-v2.0.py``, in its order.
+
+    ``exact``, ``f1``, ``total``, ``HasAns_*`` / ``NoAns_*`` (when such questions exist) and,
+    when ``na_probs`` is given, ``best_exact``, ``best_exact_thresh``, ``best_f1``,
+    ``best_f1_thresh``.
+    """
+    have_probs = na_probs is not None
+    if have_probs:
+        _check_predictions(gold, na_probs, what="no-answer probability")
+        na = {q: float(na_probs[q]) for q in gold}
+    else:
+        na = {q: 0.0 for q in gold}
+    has_answer = {q: g.has_answer for q, g in gold.items()}
+    exact_raw, f1_raw = raw_scores(gold, predictions, "2.0")
+    exact = apply_no_answer_threshold(exact_raw, na, has_answer, na_prob_thresh)
+    f1s = apply_no_answer_threshold(f1_raw, na, has_answer, na_prob_thresh)
+
+    out: dict[str, float] = {
+        "exact": _mean_percent(exact, gold),
+        "f1": _mean_percent(f1s, gold),
+        "total": len(gold),
+    }
+    has = [q for q in gold if has_answer[q]]
+    no = [q for q in gold if not has_answer[q]]
+    for prefix, qids in (("HasAns", has), ("NoAns", no)):
+        if qids:
+            out[f"{prefix}_exact"] = _mean_percent(exact, qids)
+            out[f"{prefix}_f1"] = _mean_percent(f1s, qids)
+            out[f"{prefix}_total"] = len(qids)
+    if have_probs:
+        preds = {q: predictions[q] for q in gold}
+        out["best_exact"], out["best_exact_thresh"] = find_best_threshold(
+            preds, exact_raw, na, has_answer)
+        out["best_f1"], out["best_f1_thresh"] = find_best_threshold(
+            preds, f1_raw, na, has_answer)
+    return out
+
+
+def evaluate(dataset: Mapping[str, Any], predictions: Mapping[str, str],
+             na_probs: Mapping[str, float] | None = None, version: str | None = None,
+             na_prob_thresh: float = 1.0, source: str = "<data>") -> dict[str, float]:
+    """Score ``predictions`` (question id -> answer text) against a parsed SQuAD JSON.
+
+    ``version`` ``None`` detects it from the file. v1.1 returns ``exact_match``/``f1``
+    (``na_probs`` is then an error: the v1.1 script has no threshold), v2.0 the v2 keys.
+
+    Example:
+        >>> data = {"version": "1.1", "data": [{"paragraphs": [{"context": "x",
+        ...     "qas": [{"id": "q1", "question": "?", "answers": [{"text": "The cat",
+        ...     "answer_start": 0}]}]}]}]}
+        >>> evaluate(data, {"q1": "cat"})
+        {'exact_match': 100.0, 'f1': 100.0}
+    """
+    version = version or detect_version(dataset)
+    if version not in ("1.1", "2.0"):
+        raise SquadEvalError(f"unknown SQuAD version {version!r} (expected '1.1' or '2.0')")
+    gold = gold_from_dataset(dataset, version, source)
+    if version == "1.1":
+        if na_probs is not None:
+            raise SquadEvalError("no-answer probabilities are a SQuAD v2.0 feature; "
+                                 f"{source} is v1.1")
+        return evaluate_v1(gold, predictions)
+    return evaluate_v2(gold, predictions, na_probs, na_prob_thresh)
+
+
+def load_json(path: str | Path, what: str) -> Any:
+    """Parse a JSON file; errors name the file, line and column."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SquadEvalError(f"{what} file not found: {path}") from None
+    except UnicodeDecodeError as e:
+        raise SquadEvalError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SquadEvalError(
+            f"{path}: line {e.lineno}, column {e.colno}: malformed JSON: {e.msg}") from None
+
+
+def evaluate_files(data_file: str | Path, predictions_file: str | Path,
+                   na_prob_file: str | Path | None = None, version: str | None = None,
+                   na_prob_thresh: float = 1.0) -> dict[str, float]:
+    """:func:`evaluate` on files in the official formats (what ``evaluate-squad`` runs)."""
+    dataset = load_json(data_file, "data")
+    predictions = load_json(predictions_file, "predictions")
+    if not isinstance(predictions, dict):
+        raise SquadEvalError(f"{predictions_file}: expected a JSON object id -> answer text")
+    na_probs = None
+    if na_prob_file is not None:
+        na_probs = load_json(na_prob_file, "no-answer probability")
+        if not isinstance(na_probs, dict):
+            raise SquadEvalError(f"{na_prob_file}: expected a JSON object id -> number")
+        for qid, v in na_probs.items():
+            if not isinstance(v, int | float) or isinstance(v, bool):
+                raise SquadEvalError(f"{na_prob_file}: value for question id {qid!r} is not a "
+                                     f"number: {v!r}")
+    return evaluate(dataset, predictions, na_probs, version, na_prob_thresh,
+                    source=str(data_file))

@@ -1,0 +1,278 @@
+"""FLOP counting, the memory planner, the device table and the benchmark command.
+
+No timing assertions: the benchmark's smoke tests only check that it runs and prints a
+well-formed table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import numpy as np
+import pytest
+
+from albertkit.benchmark import (
+    BenchmarkError,
+    BenchmarkSettings,
+    PeakMemory,
+    add_parser,
+    format_table,
+    run_benchmark,
+)
+from albertkit.memory import (
+    DEVICES,
+    PLANNED_DEVICES,
+    GiB,
+    activation_bytes_per_sequence,
+    default_predictions,
+    estimate_memory,
+    format_plan_table,
+    get_device,
+    parameter_count,
+    plan_batch,
+    plan_table,
+    training_flops,
+)
+from albertkit.models.sizes import SIZES, AlbertSpec
+
+SMALL = AlbertSpec(vocab_size=100, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                   num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+
+
+# ----------------------------------------------------------------------------- FLOPs
+def test_flops_hand_computed_small_model():
+    t, p = 10, 3
+    f = training_flops(SMALL, t, p)
+    # by hand: E=8, H=16, F=32, V=100, 2 layer applications
+    expected_forward = (
+        2 * 10 * 8 * 16                        # embedding projection        2,560
+        + 2 * (3 * 2 * 10 * 16 * 16)           # Q, K, V                    30,720
+        + 2 * (2 * 10 * 10 * 16) * 2           # scores + context           12,800
+        + 2 * (2 * 10 * 16 * 16)               # attention output           10,240
+        + 2 * (2 * 2 * 10 * 16 * 32)           # FFN                        40,960
+        + (2 * 16 * 16 + 2 * 16 * 2)           # pooler + SOP                  576
+        + (2 * 3 * 16 * 8 + 2 * 3 * 8 * 100)   # MLM head at 3 positions     5,568
+    )
+    assert expected_forward == 103_424
+    assert f.forward == expected_forward
+    assert f.training == 3 * expected_forward
+
+
+def test_flops_base_seq128_order_of_magnitude():
+    spec = AlbertSpec(**SIZES["base"])
+    f = training_flops(spec, 128, 20)
+    # 6 x (non-embedding params ~ 7.1M, applied 12 times ~ 85M) x 128 tokens ~ 65 GFLOP,
+    # plus attention scores/context: 3 x 12 x 4 x 128^2 x 768 ~ 1.8 GFLOP
+    assert 60e9 < f.training < 75e9
+    assert f.parts["mlm_head"] == 2 * 20 * 768 * 128 + 2 * 20 * 128 * 30000
+
+
+def test_flops_match_the_real_models_matmuls():
+    """Independent count: walk the built Keras model's Dense kernels, rows through each."""
+    from albertkit.models.albert import AlbertForPretraining
+
+    spec = SMALL
+    t, p = 12, 4
+    model = AlbertForPretraining(spec)
+    model.build_for(seq_length=t, max_predictions=p)
+    rows = {"pooler": 1, "sop_classifier": 1, "predictions": p}
+    total = 0.0
+    kernels = [v for v in model.trainable_variables if v.path.endswith("/kernel")]
+    assert len(kernels) == 10  # projection, q/k/v/out, ffn x2, pooler, MLM dense, SOP
+    for kernel in kernels:
+        fan_in, fan_out = kernel.shape
+        n_rows = next((r for k, r in rows.items() if k in kernel.path), t)
+        uses = spec.num_hidden_layers if "group_0" in kernel.path else 1
+        total += 2 * n_rows * fan_in * fan_out * uses
+    total += spec.num_hidden_layers * 4 * t * t * spec.hidden_size  # QK^T and PV
+    total += 2 * p * spec.embedding_size * spec.vocab_size  # tied decoder
+    assert training_flops(spec, t, p).forward == pytest.approx(total)
+
+
+def test_default_predictions():
+    assert default_predictions(128) == 20
+    assert default_predictions(512) == 77
+
+
+def test_flops_reject_bad_shapes():
+    with pytest.raises(ValueError, match="seq_length=0"):
+        training_flops(SMALL, 0, 3)
+
+
+# ----------------------------------------------------------------------------- parameters
+@pytest.mark.parametrize("overrides", [
+    {},
+    {"num_hidden_groups": 2, "inner_group_num": 2},
+    {"pre_layer_norm": True},
+])
+def test_parameter_count_matches_keras_model(overrides):
+    from albertkit.models.albert import AlbertForPretraining
+
+    spec = AlbertSpec(**{**SMALL.model_dump(), **overrides})
+    model = AlbertForPretraining(spec)
+    model.build_for(seq_length=8)
+    assert parameter_count(spec) == model.count_params()
+
+
+def test_parameter_count_base_is_albert_paper_size():
+    # ALBERT paper table 1: base 12M parameters (pretraining heads add ~0.6M)
+    n = parameter_count(AlbertSpec(**SIZES["base"]))
+    assert 11.5e6 < n < 12.5e6
+
+
+# ----------------------------------------------------------------------------- memory
+def test_estimate_memory_hand_computed():
+    spec, t, p, b = SMALL, 10, 3, 4
+    est = estimate_memory(spec, t, b, "float32", max_predictions=p, accumulation=2)
+    n = parameter_count(spec)
+    assert est.state == {"weights": 4 * n, "weight_casts": 0, "gradients": 4 * n,
+                         "accumulator": 4 * n, "optimizer": 8 * n}
+    per_seq = activation_bytes_per_sequence(spec, t, p, "float32")
+    # layers: 2 applications x 10 tokens x 4 bytes x (13 x 16 + 2 x 32)
+    assert per_seq["layers"] == 2 * 10 * 4 * (13 * 16 + 2 * 32)
+    # attention probabilities: 2 x 10 tokens x 2 heads x 10 keys x 4 bytes
+    assert per_seq["attention_probs"] == 2 * 10 * 2 * 10 * 4
+    assert est.activation_bytes == pytest.approx(b * sum(per_seq.values()))
+    assert est.peak_bytes == pytest.approx(20 * n + b * sum(per_seq.values()))
+
+
+def test_estimate_memory_trends():
+    spec = AlbertSpec(**SIZES["base"])
+    one = estimate_memory(spec, 512, 1)
+    four = estimate_memory(spec, 512, 4)
+    assert four.activation_bytes == pytest.approx(4 * one.activation_bytes)
+    assert four.state_bytes == one.state_bytes
+    mixed = estimate_memory(spec, 512, 4, "mixed_bfloat16")
+    assert mixed.activation_bytes < four.activation_bytes
+    assert mixed.state["weight_casts"] > 0
+    assert estimate_memory(spec, 512, 4, accumulation=1).state["accumulator"] == 0
+    assert estimate_memory(spec, 128, 4).peak_bytes < four.peak_bytes
+    with pytest.raises(ValueError, match="precision='float64'"):
+        estimate_memory(spec, 128, 1, "float64")  # type: ignore[arg-type]
+
+
+def test_plan_batch_properties():
+    spec = AlbertSpec(**SIZES["base"])
+    plans = {d: plan_batch(spec, 512, "float32", d, global_batch=4096, replicas=64)
+             for d in PLANNED_DEVICES}
+    for name, plan in plans.items():
+        assert plan.fits, name
+        per_replica = 4096 // 64
+        assert plan.micro_batch * plan.accumulation == per_replica
+        assert plan.predicted_peak_bytes <= plan.usable_bytes
+        # the next larger divisor would not fit (or there is none)
+        bigger = [d for d in range(plan.micro_batch + 1, per_replica + 1) if per_replica % d == 0]
+        if bigger:
+            over = estimate_memory(spec, 512, bigger[0], "float32",
+                                   accumulation=per_replica // bigger[0])
+            assert over.peak_bytes > plan.usable_bytes
+    micro = [plans[d].micro_batch for d in ("V100", "A100", "A100-80GB", "H200")]
+    assert micro == sorted(micro)
+    assert plans["V100-32GB"].micro_batch >= plans["V100"].micro_batch
+
+
+def test_plan_batch_does_not_fit_and_errors():
+    huge = AlbertSpec(**{**SIZES["xxlarge"], "num_hidden_layers": 48})
+    plan = plan_batch(huge, 512, "float32", "V100", global_batch=8)
+    assert not plan.fits and plan.micro_batch == 0
+    assert "does not fit" in format_plan_table([plan])
+    with pytest.raises(ValueError, match="known devices: V100"):
+        get_device("B300")
+    with pytest.raises(ValueError, match="global_batch=10 must be a positive multiple"):
+        plan_batch(huge, 128, "float32", "H100", global_batch=10, replicas=4)
+
+
+def test_plan_table_markdown():
+    spec = AlbertSpec(**SIZES["large"])
+    plans = plan_table(spec, 128, "mixed_float16", global_batch=4096, replicas_per_device=64)
+    text = format_plan_table(plans)
+    lines = text.splitlines()
+    assert len(lines) == 2 + len(PLANNED_DEVICES)
+    assert all(line.count("|") == 6 for line in lines)
+
+
+def test_device_table():
+    for key in ("V100", "V100-32GB", "A100", "A100-80GB", "H100", "H200"):
+        assert key in DEVICES
+    assert DEVICES["H200"].memory_gib == 141
+    assert DEVICES["V100"].usable_bytes() < 16 * GiB
+    assert get_device("a100-80gb") is DEVICES["A100-80GB"]
+
+
+def test_device_table_agrees_with_sagemaker_instances():
+    instances = pytest.importorskip("albertkit.sagemaker.instances")
+    gpus = getattr(instances, "_GPUS", None)
+    if gpus is None:
+        pytest.skip("instances no longer keeps its own GPU table")
+    for name, (memory, bf16) in gpus.items():
+        assert DEVICES[name].memory_gib == memory, name
+        assert DEVICES[name].bf16 == bf16, name
+
+
+# ----------------------------------------------------------------------------- measuring
+def test_peak_memory_sees_a_short_allocation():
+    mem = PeakMemory()
+    mem.reset()
+    before = mem.peak()
+    block = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
+    del block
+    assert mem.peak() - before >= 60 * 2**20
+    mem.stop()
+
+
+def _check_table(text: str, frameworks: list[str]) -> None:
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| framework"))
+    columns = lines[header].count("|")
+    assert re.fullmatch(r"\|(-+\|)(-+:\|)+", lines[header + 1].replace("|---:", "|--:"))
+    rows = lines[header + 2: header + 2 + len(frameworks)]
+    for framework, row in zip(frameworks, rows, strict=True):
+        assert row.startswith(f"| {framework} |")
+        assert row.count("|") == columns
+        cells = [c.strip() for c in row.strip("|").split("|")][1:]
+        assert float(cells[0]) > 0  # sequences/s
+    assert "memory planner: predicted" in text
+
+
+def test_benchmark_smoke_two_steps(tmp_path):
+    settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
+                                 micro_batch=2, steps=2, warmup=1, rounds=1, xla=False,
+                                 pipeline=False)
+    result = run_benchmark(settings, progress=False)
+    json.dumps(result)  # serialisable
+    assert len(result["results"]["albertkit"]["step_times_s"]) == 2
+    _check_table(format_table(result), ["albertkit"])
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_benchmark_smoke_compare_hf(tmp_path):
+    settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
+                                 micro_batch=2, accumulation=2, steps=1, warmup=1, rounds=2,
+                                 compare=["hf-pytorch"], pipeline=False)
+    result = run_benchmark(settings, progress=False)
+    for f in ("albertkit", "hf-pytorch"):
+        assert len(result["results"][f]["step_times_s"]) == 2
+    assert result["results"]["hf-pytorch"]["params"] == result["results"]["albertkit"]["params"]
+    text = format_table(result)
+    _check_table(text, ["albertkit", "hf-pytorch"])
+    assert "albertkit / hf-pytorch: sequences/s x" in text
+
+
+def test_cli_arguments_and_errors():
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    add_parser(sub)
+    args = parser.parse_args(["benchmark", "--size", "tiny", "--no-xla", "--processes", "1,2",
+                              "--compare", "hf-pytorch", "--set", "num_hidden_layers=1"])
+    assert args.xla is False and args.processes == [1, 2] and args.compare == ["hf-pytorch"]
+    with pytest.raises(BenchmarkError, match="--processes 1,2"):
+        args.func(args)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["benchmark", "--processes", "one"])
+    with pytest.raises(ValueError, match="seq_length=1024 exceeds"):
+        BenchmarkSettings(size="tiny", seq_length=1024)
+    with pytest.raises(ValueError, match="mixed_float16"):
+        BenchmarkSettings(size="tiny", compare=["hf-pytorch"], precision="mixed_float16")

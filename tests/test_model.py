@@ -1,0 +1,349 @@
+"""The Keras ALBERT: shapes, masking, precision policies, XLA, heads, naming, a NumPy reference.
+
+HF PyTorch parity lives in test_hf_parity.py; the NumPy reference here also covers the
+pre-LayerNorm variant, which has no HF counterpart.
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albertkit.models.albert import (
+    AlbertEncoder,
+    AlbertForPretraining,
+    AlbertForQuestionAnswering,
+    AlbertForSequenceClassification,
+    activation,
+    gather_positions,
+)
+from albertkit.models.sizes import AlbertSpec
+
+SPEC = AlbertSpec(
+    vocab_size=101,
+    embedding_size=16,
+    hidden_size=32,
+    num_hidden_layers=3,
+    num_hidden_groups=2,
+    inner_group_num=2,
+    num_attention_heads=4,
+    intermediate_size=48,
+    max_position_embeddings=32,
+    initializer_range=0.2,
+)
+
+
+def batch(b: int = 3, t: int = 12, p: int = 4, seed: int = 0, pad: bool = True) -> dict:
+    rng = np.random.default_rng(seed)
+    mask = np.ones((b, t), "int32")
+    if pad:
+        for i in range(1, b):
+            mask[i, t - 3 * i :] = 0
+    seg = np.zeros((b, t), "int32")
+    seg[:, t // 2 :] = 1
+    return {
+        "input_ids": rng.integers(5, SPEC.vocab_size, (b, t)).astype("int32"),
+        "input_mask": mask,
+        "segment_ids": seg * mask,
+        "masked_lm_positions": rng.integers(0, t // 2, (b, p)).astype("int32"),
+    }
+
+
+@pytest.fixture(scope="module")
+def pretraining() -> AlbertForPretraining:
+    keras.utils.set_random_seed(1)
+    model = AlbertForPretraining(SPEC)
+    model.build_for(seq_length=12, max_predictions=4)
+    return model
+
+
+# --------------------------------------------------------------------------- shapes
+def test_output_shapes_and_dtypes():
+    keras.utils.set_random_seed(0)
+    x = batch(b=2, t=10, p=3)
+    enc = AlbertEncoder(SPEC)(x)
+    assert tuple(enc["sequence_output"].shape) == (2, 10, 32)
+    assert tuple(enc["pooled_output"].shape) == (2, 32)
+    out = AlbertForPretraining(SPEC)(x)
+    assert tuple(out["mlm_logits"].shape) == (2, 3, SPEC.vocab_size)
+    assert tuple(out["sop_logits"].shape) == (2, 2)
+    out = AlbertForQuestionAnswering(SPEC)(x)
+    assert tuple(out["start_logits"].shape) == tuple(out["end_logits"].shape) == (2, 10)
+    for n in (1, 3):
+        out = AlbertForSequenceClassification(SPEC, num_labels=n)(x)
+        assert tuple(out["logits"].shape) == (2, n)
+        assert out["logits"].dtype == "float32"
+
+
+def test_argument_validation():
+    with pytest.raises(ValueError, match="num_labels"):
+        AlbertForSequenceClassification(SPEC, num_labels=0)
+    with pytest.raises(ValueError, match="dtype policy"):
+        AlbertForPretraining(SPEC, dtype="float8_nonsense")
+    with pytest.raises(TypeError, match="AlbertSpec"):
+        AlbertEncoder({"hidden_size": 32})
+
+
+def test_qa_model_has_no_pooler_and_layers_are_shared():
+    qa = AlbertForQuestionAnswering(SPEC)
+    qa.build()
+    assert not any("pooler" in v.path for v in qa.weights)
+    # Parameters depend on groups x inner layers, not on the number of layer applications.
+    deeper = AlbertForQuestionAnswering(SPEC.model_copy(update={"num_hidden_layers": 7}))
+    deeper.build()
+    assert len(deeper.weights) == len(qa.weights)
+    n_layers = sum("query/kernel" in v.path for v in qa.weights)
+    assert n_layers == SPEC.num_hidden_groups * SPEC.inner_group_num
+
+
+# --------------------------------------------------------------------------- masking
+def test_padding_does_not_change_real_token_outputs(pretraining):
+    x = batch(b=2, t=8, pad=False)
+    base = pretraining.albert(x)
+    # Append 6 padding positions holding random ids: real-token outputs must not move.
+    rng = np.random.default_rng(5)
+    padded = {
+        "input_ids": np.concatenate([x["input_ids"], rng.integers(0, 100, (2, 6))], 1).astype(
+            "int32"
+        ),
+        "input_mask": np.concatenate([x["input_mask"], np.zeros((2, 6), "int32")], 1),
+        "segment_ids": np.concatenate([x["segment_ids"], np.ones((2, 6), "int32")], 1),
+    }
+    out = pretraining.albert(padded)
+    np.testing.assert_allclose(out["sequence_output"][:, :8], base["sequence_output"], atol=1e-5)
+    np.testing.assert_allclose(out["pooled_output"], base["pooled_output"], atol=1e-5)
+    # ... while the mask does matter: unmasking the padding changes them.
+    padded["input_mask"] = np.ones_like(padded["input_mask"])
+    unmasked = pretraining.albert(padded)
+    assert np.abs(unmasked["sequence_output"][:, :8] - base["sequence_output"]).max() > 1e-3
+
+
+def test_fully_padded_row_is_finite(pretraining):
+    x = batch(b=2, t=8)
+    x["input_mask"][1] = 0
+    out = pretraining(x)
+    assert all(np.isfinite(v).all() for v in out.values())
+
+
+# --------------------------------------------------------------------------- heads
+def test_gathered_mlm_head_equals_full_sequence_logits(pretraining):
+    x = batch(b=3, t=12, p=5, seed=3)
+    gathered = pretraining(x)["mlm_logits"].numpy()
+    full = pretraining.full_mlm_logits(x).numpy()
+    expected = np.take_along_axis(full, x["masked_lm_positions"][:, :, None], axis=1)
+    np.testing.assert_allclose(gathered, expected, atol=1e-5)
+
+
+def test_gather_positions_matches_numpy():
+    seq = np.random.default_rng(0).normal(size=(3, 7, 5)).astype("float32")
+    pos = np.array([[0, 6, 2], [1, 1, 3], [5, 4, 0]], "int32")
+    got = gather_positions(seq, pos).numpy()
+    np.testing.assert_array_equal(got, np.take_along_axis(seq, pos[:, :, None], axis=1))
+
+
+def test_mlm_decoder_is_tied_to_word_embeddings(pretraining):
+    names = [v.path for v in pretraining.weights]
+    assert sum("word_embeddings" in n for n in names) == 1
+    assert not any("decoder" in n for n in names)
+
+
+# --------------------------------------------------------------------------- activations
+@pytest.mark.parametrize(
+    "name", ["gelu", "gelu_new", "gelu_fast", "relu", "silu", "swish", "tanh", "mish"]
+)
+def test_activations_match_reference_formulas(name):
+    x = np.linspace(-6, 6, 101).astype("float32")
+    erf = np.vectorize(math.erf)
+    tanh_gelu = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    expected = {
+        "gelu": 0.5 * x * (1 + erf(x / math.sqrt(2))),
+        "gelu_new": tanh_gelu,
+        "gelu_fast": tanh_gelu,
+        "relu": np.maximum(x, 0),
+        "silu": x / (1 + np.exp(-x)),
+        "swish": x / (1 + np.exp(-x)),
+        "tanh": np.tanh(x),
+        "mish": x * np.tanh(np.log1p(np.exp(x))),
+    }[name]
+    np.testing.assert_allclose(activation(name)(x), expected, atol=2e-6)
+    assert np.abs(activation("gelu")(x) - activation("gelu_new")(x)).max() > 1e-4
+
+
+# --------------------------------------------------------------------------- NumPy reference
+def _np_layer_norm(x, ln, eps):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * ln.gamma.numpy() + ln.beta.numpy()
+
+
+def _np_dense(x, layer):
+    return x @ layer.kernel.numpy() + layer.bias.numpy()
+
+
+def numpy_encoder(enc: AlbertEncoder, x: dict) -> np.ndarray:
+    """ALBERT's encoder written from the paper / Google's modeling.py, in float64 NumPy."""
+    s = enc.spec
+    eps = s.layer_norm_eps
+    e = enc.embeddings
+    ids, seg, mask = x["input_ids"], x["segment_ids"], x["input_mask"].astype("float64")
+    t = ids.shape[1]
+    h = (
+        e.word_embeddings.embeddings.numpy()[ids]
+        + e.token_type_embeddings.embeddings.numpy()[seg]
+        + e.position_embeddings.embeddings.numpy()[np.arange(t)][None]
+    )
+    h = _np_dense(_np_layer_norm(h, e.layer_norm, eps), enc.embedding_hidden_mapping_in)
+    act = activation(s.hidden_act)
+    bias = (1.0 - mask)[:, None, None, :] * -1e4
+
+    def heads(y):
+        return y.reshape(y.shape[0], t, s.num_attention_heads, s.head_size).transpose(0, 2, 1, 3)
+
+    for i in range(s.num_hidden_layers):
+        group = enc.albert_layer_groups[int(i * s.num_hidden_groups / s.num_hidden_layers)]
+        for layer in group.albert_layers:
+            att = layer.attention
+            a_in = _np_layer_norm(h, att.layer_norm, eps) if s.pre_layer_norm else h
+            q, k, v = (heads(_np_dense(a_in, d)) for d in (att.query, att.key, att.value))
+            scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(s.head_size) + bias
+            p = np.exp(scores - scores.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            ctx = (p @ v).transpose(0, 2, 1, 3).reshape(h.shape)
+            a = h + _np_dense(ctx, att.dense)
+            if not s.pre_layer_norm:
+                a = _np_layer_norm(a, att.layer_norm, eps)
+            f_in = _np_layer_norm(a, layer.full_layer_layer_norm, eps) if s.pre_layer_norm else a
+            f = _np_dense(
+                np.asarray(act(_np_dense(f_in, layer.ffn).astype("float32"))), layer.ffn_output
+            )
+            h = (
+                a + f
+                if s.pre_layer_norm
+                else _np_layer_norm(a + f, layer.full_layer_layer_norm, eps)
+            )
+    if s.pre_layer_norm:
+        h = _np_layer_norm(h, enc.final_layer_norm, eps)
+    return h
+
+
+@pytest.mark.parametrize("pre_ln", [False, True])
+def test_encoder_matches_numpy_reference(pre_ln):
+    keras.utils.set_random_seed(2)
+    spec = SPEC.model_copy(update={"pre_layer_norm": pre_ln, "hidden_act": "gelu"})
+    enc = AlbertEncoder(spec)
+    enc.build()
+    # Non-trivial LayerNorm parameters so that their placement matters.
+    rng = np.random.default_rng(0)
+    for v in enc.weights:
+        if "layer_norm" in v.path:
+            v.assign(rng.normal(1.0 if v.path.endswith("gamma") else 0.0, 0.3, v.shape))
+    x = batch(b=3, t=10)
+    got = enc(x)["sequence_output"].numpy()
+    np.testing.assert_allclose(got, numpy_encoder(enc, x), atol=2e-5)
+    if pre_ln:
+        assert any("final_layer_norm" in v.path for v in enc.weights)
+
+
+# --------------------------------------------------------------------------- precision / XLA
+@pytest.mark.parametrize(
+    "policy,atol", [("float32", 0), ("mixed_float16", 0.03), ("mixed_bfloat16", 0.15)]
+)
+def test_precision_policies_run_finite_and_close(pretraining, policy, atol):
+    model = AlbertForPretraining(SPEC, dtype=policy)
+    model.build_for(seq_length=12, max_predictions=4)
+    assert all(v.dtype == "float32" for v in model.trainable_weights)
+    model.set_weights(pretraining.get_weights())
+    x = batch(seed=7)
+    out = model(x)
+    ref = pretraining(x)
+    for key, value in out.items():
+        assert value.dtype == "float32"
+        assert np.isfinite(value.numpy()).all()
+        np.testing.assert_allclose(value, ref[key], atol=atol + 1e-6)
+    # a training step under the policy also yields finite gradients
+    with tf.GradientTape() as tape:
+        out = model(x, training=True)
+        loss = tf.reduce_mean(out["mlm_logits"] ** 2) + tf.reduce_mean(out["sop_logits"] ** 2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    assert all(g is not None for g in grads)  # every variable takes part
+    assert all(np.isfinite(tf.convert_to_tensor(g).numpy()).all() for g in grads)
+
+
+def test_xla_matches_eager(pretraining):
+    x = batch(seed=11)
+
+    @tf.function(jit_compile=True)
+    def compiled(inputs):
+        return pretraining(inputs, training=False)
+
+    eager = pretraining(x)
+    xla = compiled(x)
+    for key in eager:
+        np.testing.assert_allclose(xla[key], eager[key], atol=1e-4, rtol=1e-4)
+
+
+def test_dropout_only_in_training_and_compiles_under_xla():
+    keras.utils.set_random_seed(4)
+    spec = SPEC.model_copy(update={"hidden_dropout_prob": 0.2, "attention_probs_dropout_prob": 0.2})
+    model = AlbertForSequenceClassification(spec, num_labels=2)
+    model.build_for(seq_length=12)
+    x = batch()
+    x.pop("masked_lm_positions")
+    a, b = model(x)["logits"], model(x)["logits"]
+    np.testing.assert_array_equal(a, b)
+
+    @tf.function(jit_compile=True)
+    def train_forward(inputs):
+        return model(inputs, training=True)["logits"]
+
+    t1, t2 = train_forward(x), train_forward(x)
+    assert np.abs(t1 - a).max() > 1e-4 and np.abs(t1 - t2).max() > 1e-6  # RNG state advances
+
+
+# --------------------------------------------------------------------------- naming
+def test_variable_paths_are_deterministic_and_follow_the_naming_rules():
+    def paths():
+        m = AlbertForPretraining(SPEC.model_copy(update={"hidden_dropout_prob": 0.1}))
+        m.build()
+        return [v.path for v in m.variables]
+
+    first, second = paths(), paths()
+    assert first == second and len(set(first)) == len(first)
+    model = AlbertForPretraining(SPEC)
+    model.build()
+    for v in model.trainable_variables:
+        assert v.path.startswith("albert_for_pretraining/")
+        if v.path.endswith(("gamma", "beta")):
+            assert "layer_norm" in v.path
+        if len(v.shape) == 1 and not v.path.endswith(("gamma", "beta")):
+            assert v.path.endswith("bias"), v.path
+    assert "albert_for_pretraining/albert/group_1/layer_1/attention/query/kernel" in first
+
+
+def test_get_config_round_trip():
+    model = AlbertForSequenceClassification(SPEC, num_labels=3, dtype="mixed_bfloat16")
+    clone = AlbertForSequenceClassification.from_config(model.get_config())
+    assert clone.spec == SPEC and clone.num_labels == 3
+    assert clone.dtype_policy.name == "mixed_bfloat16"
+
+
+@pytest.mark.parametrize("pre_ln", [False, True])
+def test_hf_name_map_covers_every_trainable_weight_once(pre_ln):
+    from albertkit.models.hf import hf_weight_map
+
+    spec = SPEC.model_copy(update={"pre_layer_norm": pre_ln})
+    for model in (
+        AlbertForPretraining(spec),
+        AlbertForQuestionAnswering(spec),
+        AlbertForSequenceClassification(spec, num_labels=2),
+        AlbertEncoder(spec),
+    ):
+        mapping = hf_weight_map(model)
+        mapped = sorted(v.path for v, _ in mapping.values())
+        assert mapped == sorted(v.path for v in model.trainable_variables)
+        for name, (v, transpose) in mapping.items():
+            assert transpose == v.path.endswith("kernel"), name

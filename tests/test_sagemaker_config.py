@@ -1,0 +1,459 @@
+"""SageMakerConfig validation, the instance table, metric regexes and plan(): all pure."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import pytest
+
+from albertkit.config import ConfigError, TrainerConfig
+from albertkit.logging import format_log_line
+from albertkit.sagemaker import job as smjob
+from albertkit.sagemaker.config import SageMakerConfig
+from albertkit.sagemaker.instances import INSTANCE_TYPES, gpus_per_instance, instance_spec
+
+ROLE = "arn:aws:iam::123456789012:role/albertkit-sagemaker"
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest"
+FSX = {
+    "kind": "fsx_lustre",
+    "file_system_id": "fs-0123456789abcdef0",
+    "mount_name": "abcdefgh",
+    "directory": "/pretrain",
+    "path_in_config": "data/pretrain",
+}
+NET = {"subnets": ["subnet-0123456789abcdef0"], "security_group_ids": ["sg-0123456789abcdef0"]}
+
+
+def sm(**kw) -> dict:
+    return {"role_arn": ROLE, "image_uri": IMAGE, "output_path": "s3://bucket/albertkit", **kw}
+
+
+def trainer_config(sagemaker: dict | None = None, **sections) -> TrainerConfig:
+    raw = {
+        "model": {"size": "tiny"},
+        "data": {"kind": "synthetic", "seq_length": 64, "max_predictions_per_seq": 10},
+        "runtime": {"micro_batch_size": 8, "global_batch_size": 128, "max_steps": 100},
+        **sections,
+    }
+    if sagemaker is not None:
+        raw["sagemaker"] = sagemaker
+    return TrainerConfig.from_dict(raw)
+
+
+def refused(match: str, **kw) -> None:
+    with pytest.raises((ValueError, ConfigError), match=match):
+        SageMakerConfig.model_validate(sm(**kw))
+
+
+# --------------------------------------------------------------------------- config
+def test_defaults_and_derived_values():
+    cfg = SageMakerConfig.model_validate(
+        sm(instance_type="ml.p4d.24xlarge", instance_count=2, distribution={"kind": "horovod"})
+    )
+    assert (cfg.processes_per_host, cfg.replicas, cfg.backend) == (8, 16, "horovod")
+    mw = SageMakerConfig.model_validate(
+        sm(
+            instance_type="ml.g5.12xlarge",
+            instance_count=3,
+            distribution={"kind": "tf_multiworker"},
+        )
+    )
+    assert (mw.processes_per_host, mw.replicas, mw.backend) == (1, 12, "tf_multiworker")
+    assert SageMakerConfig().backend == "single" and SageMakerConfig().replicas == 1
+
+
+def test_invalid_combinations_are_refused_with_clear_messages():
+    refused(r"FSx for Lustre.*VPC.*subnets", inputs={"train": FSX})
+    refused(
+        r"max_wait_seconds=3600 is shorter than max_run_seconds=7200",
+        spot=True,
+        checkpoint_s3_uri="s3://bucket/ckpt",
+        max_run_seconds=7200,
+        max_wait_seconds=3600,
+    )
+    refused(r"spot=true needs checkpoint_s3_uri", spot=True, max_wait_seconds=10**6)
+    refused(r"spot=true needs max_wait_seconds", spot=True, checkpoint_s3_uri="s3://bkt/c")
+    refused(r"max_wait_seconds=100 applies only to managed spot", max_wait_seconds=100)
+    refused(
+        r"warm pools are not available for managed spot",
+        spot=True,
+        checkpoint_s3_uri="s3://bkt/c",
+        max_wait_seconds=10**6,
+        keep_alive_seconds=600,
+    )
+    refused(
+        r"ml\.x9\.huge.*not in albertkit's instance table.*processes_per_host",
+        instance_type="ml.x9.huge",
+        distribution={"kind": "horovod"},
+    )
+    refused(r"has no GPU", instance_type="ml.m5.xlarge", distribution={"kind": "horovod"})
+    refused(
+        r"hyperparameters\['optimizer.learning_rate'\]: value of 2501 characters exceeds",
+        hyperparameters={"optimizer.learning_rate": "1" * 2501},
+    )
+    refused(r"needs both", subnets=["subnet-1"])
+    refused(r"instance_count=2 needs a distribution", instance_count=2)
+    refused(r"looks like a secret", environment={"WANDB_API_TOKEN": "x"})
+    refused(r"looks like a credential", hyperparameters={"data.tokenizer": "AKIAABCDEFGHIJKLMNOP"})
+    refused(r"reserved", inputs={"code": {"kind": "s3", "uri": "s3://bkt/c"}})
+    refused(r"not an S3 URI", output_path="bucket/albertkit")
+    refused(r"not an IAM role ARN", role_arn="albertkit-role")
+    refused(r"not an FSx id", inputs={"train": {**FSX, "file_system_id": "fsx-1"}}, **NET)
+    refused(r"less than or equal to 21600", keep_alive_seconds=21601)
+    refused(r"Extra inputs are not permitted", instance_typ="ml.p4d.24xlarge")
+
+
+def test_valid_combinations_pass():
+    SageMakerConfig.model_validate(sm(inputs={"train": FSX}, **NET))
+    SageMakerConfig.model_validate(
+        sm(spot=True, checkpoint_s3_uri="s3://bkt/c", max_run_seconds=3600, max_wait_seconds=3600)
+    )
+    SageMakerConfig.model_validate(
+        sm(instance_type="ml.x9.huge", distribution={"kind": "horovod", "processes_per_host": 4})
+    )
+
+
+def test_fsx_directory_path():
+    spec = SageMakerConfig.model_validate(sm(inputs={"train": FSX}, **NET)).inputs["train"]
+    assert spec.directory_path == "/abcdefgh/pretrain"
+    root = {**FSX, "directory": "/"}
+    assert (
+        SageMakerConfig.model_validate(sm(inputs={"t": root}, **NET)).inputs["t"].directory_path
+        == "/abcdefgh"
+    )
+
+
+def test_instance_table():
+    assert gpus_per_instance("ml.p3dn.24xlarge") == 8
+    assert gpus_per_instance("ml.g5.xlarge") == 1 and gpus_per_instance("ml.m5.xlarge") == 0
+    assert instance_spec("ml.p3.16xlarge").bf16 is False and instance_spec("ml.p5.48xlarge").bf16
+    assert instance_spec("ml.unknown") is None
+    with pytest.raises(KeyError, match="not in albertkit's instance table"):
+        gpus_per_instance("ml.unknown")
+    for name, spec in INSTANCE_TYPES.items():
+        assert name.startswith("ml.") and spec.vcpus > 0
+        assert (spec.gpus == 0) == (spec.gpu is None)
+
+
+def test_env_defaults():
+    env = {
+        "ALBERTKIT_SM_ROLE_ARN": ROLE,
+        "ALBERTKIT_SM_SUBNETS": "subnet-a, subnet-b",
+        "ALBERTKIT_SM_INSTANCE_COUNT": "4",
+        "ALBERTKIT_SM_IMAGE_URI": "",
+        "UNRELATED": "x",
+    }
+    assert smjob.sagemaker_defaults_from_env(env) == {
+        "role_arn": ROLE,
+        "subnets": ["subnet-a", "subnet-b"],
+        "instance_count": 4,
+    }
+    bad = smjob.sagemaker_defaults_from_env({"ALBERTKIT_SM_INSTANCE_COUNT": "four"})
+    with pytest.raises(ConfigError, match=r"sagemaker.instance_count.*'four'"):
+        trainer_config(bad)
+
+
+# --------------------------------------------------------------------------- metrics
+def test_metric_regexes_match_real_log_lines():
+    train = format_log_line(
+        120,
+        {
+            "loss": 3.1415,
+            "mlm_loss": 2.5,
+            "mlm_accuracy": 0.1234,
+            "sop_loss": 0.6415,
+            "sop_accuracy": 0.61,
+            "grad_norm": 1.5,
+            "learning_rate": 1.2e-05,
+            "seq_per_s": 12345.678,
+        },
+    )
+    evaluation = format_log_line(
+        120,
+        {
+            "loss": 2.9,
+            "mlm_accuracy": 0.15,
+            "sop_accuracy": 0.64,
+            "mlm_accuracy_over_baseline": 1.4,
+        },
+        kind="eval",
+    )
+    # what CloudWatch receives: the console logger's timestamp, and MPI's rank tag
+    lines = [f"12:00:00 INFO {train}", f"[1,0]<stderr>:12:00:01 INFO {evaluation}"]
+    found: dict[str, float] = {}
+    for definition in smjob.metric_definitions("pretraining"):
+        hits = [m for line in lines if (m := re.search(definition["Regex"], line))]
+        assert len(hits) == 1, (definition, lines)  # train regexes never match eval lines
+        found[definition["Name"]] = float(hits[0].group(1))
+    assert found["train:loss"] == pytest.approx(3.1415)
+    assert found["train:mlm_accuracy"] == pytest.approx(0.1234)  # not sop_ or mlm_loss
+    assert found["train:learning_rate"] == pytest.approx(1.2e-05)
+    assert found["train:seq_per_s"] == pytest.approx(12345.7, rel=1e-5)
+    assert found["eval:loss"] == pytest.approx(2.9) and found["eval:sop_accuracy"] == 0.64
+    assert found["eval:mlm_accuracy"] == pytest.approx(0.15)  # not ..._over_baseline
+
+
+def test_squad_and_classification_metrics():
+    line = format_log_line(
+        300, {"exact": 75.2, "f1": 78.4, "HasAns_f1": 80.0, "best_f1": 79.0}, "eval"
+    )
+    defs = {d["Name"]: d["Regex"] for d in smjob.metric_definitions("squad")}
+    assert float(re.search(defs["eval:f1"], line).group(1)) == pytest.approx(78.4)
+    assert float(re.search(defs["eval:best_f1"], line).group(1)) == pytest.approx(79.0)
+    assert re.search(defs["eval:exact_match"], line) is None
+    cls = {d["Name"]: d["Regex"] for d in smjob.metric_definitions("classification")}
+    line = format_log_line(10, {"loss": 0.5, "accuracy": 0.875}, "eval")
+    assert float(re.search(cls["eval:accuracy"], line).group(1)) == 0.875
+    for task in smjob.TRAIN_METRICS:
+        defs = smjob.metric_definitions(task)
+        assert len(defs) <= 40 and all(len(d["Regex"]) <= 500 for d in defs)
+
+
+# --------------------------------------------------------------------------- job checks
+def test_job_level_checks_before_any_call():
+    with pytest.raises(ConfigError) as e:
+        smjob.to_sagemaker(trainer_config({}))
+    assert "sagemaker.role_arn is not set" in str(e.value)
+    assert "ALBERTKIT_SM_IMAGE_URI" in str(e.value)
+    cfg = trainer_config(sm())
+    with pytest.raises(ConfigError, match=r"'runtime.max_step' is not a field"):
+        smjob.to_sagemaker(cfg, hyperparameters={"runtime.max_step": 5})
+    with pytest.raises(ConfigError, match=r"'runtime' is a section"):
+        smjob.to_sagemaker(cfg, hyperparameters={"runtime": 5})
+    with pytest.raises(ConfigError, match=r"runtime.max_steps"):
+        smjob.to_sagemaker(cfg, hyperparameters={"runtime.max_steps": -3})
+    # 128 sequences over 2 hosts x 8 GPUs x micro batch 8 = 128: ok; over 3 hosts: not
+    smjob.to_sagemaker(cfg, instance_count=2, distribution={"kind": "horovod"})
+    with pytest.raises(ConfigError, match=r"replicas=24.*instance_count=3 x 8"):
+        smjob.to_sagemaker(cfg, instance_count=3, distribution={"kind": "horovod"})
+    with pytest.raises(ConfigError, match=r"micro_batch_size=16 x replicas=16"):  # a swept value
+        smjob.to_sagemaker(
+            cfg,
+            instance_count=2,
+            distribution={"kind": "horovod"},
+            hyperparameters={"runtime.micro_batch_size": 16},
+        )
+    bf16 = trainer_config(
+        sm(),
+        runtime={"precision": "mixed_bfloat16", "micro_batch_size": 8, "global_batch_size": 64},
+    )
+    with pytest.raises(ConfigError, match=r"V100 GPUs without native bfloat16"):
+        smjob.to_sagemaker(bf16, instance_type="ml.p3.16xlarge", distribution={"kind": "horovod"})
+    with pytest.raises(
+        ConfigError, match=r"invalid SageMaker settings:\n  sagemaker.<root>: .*FSx"
+    ):
+        smjob.to_sagemaker(cfg, inputs={"train": FSX})
+
+
+def test_local_data_paths_must_come_from_a_channel():
+    tf = {
+        "kind": "tfrecord",
+        "train_files": ["data/pretrain/train-*.tfrecord"],
+        "eval_files": ["s3://bucket/eval/eval-0.tfrecord"],
+        "seq_length": 64,
+        "max_predictions_per_seq": 10,
+    }
+    cfg = trainer_config(sm(), data=tf)
+    with pytest.raises(ConfigError) as e:
+        smjob.to_sagemaker(cfg)
+    assert "data.train_files[0]='data/pretrain/train-*.tfrecord' is not provided" in str(e.value)
+    assert "data.eval_files[0]='s3://bucket/eval/eval-0.tfrecord'" in str(e.value)
+    smjob.to_sagemaker(
+        cfg, inputs={"train": FSX, "eval": {"kind": "s3", "uri": "s3://bucket/eval/"}}, **NET
+    )
+
+
+# --------------------------------------------------------------------------- plan
+def test_plan_field_by_field():
+    cfg = trainer_config(
+        sm(
+            instance_type="ml.p4d.24xlarge",
+            instance_count=2,
+            distribution={"kind": "horovod"},
+            volume_size_gb=200,
+            max_run_seconds=7200,
+            spot=True,
+            max_wait_seconds=14400,
+            checkpoint_s3_uri="s3://bucket/ckpt/run-1",
+            tensorboard_s3_uri="s3://bucket/tb",
+            inputs={
+                "train": FSX,
+                "eval": {"kind": "s3", "uri": "s3://bucket/eval", "input_mode": "FastFile"},
+            },
+            tags={"project": "albertkit"},
+            environment={"NCCL_DEBUG": "WARN"},
+            hyperparameters={"optimizer.learning_rate": 0.002, "runtime.xla": False},
+            base_job_name="albert_base",
+            **NET,
+        )
+    )
+    plan = smjob.to_sagemaker(cfg).plan(job_name="albert-base-20250101000000")
+    prefix = "s3://bucket/albertkit/albert_base/albert-base-20250101000000/input"
+    assert plan["TrainingJobName"] == "albert-base-20250101000000"
+    assert plan["HyperParameters"] == {
+        "config": "albertkit_config.json",
+        "optimizer.learning_rate": "0.002",
+        "runtime.xla": "false",
+    }
+    algo = plan["AlgorithmSpecification"]
+    assert algo["TrainingImage"] == IMAGE and algo["TrainingInputMode"] == "File"
+    assert algo["MetricDefinitions"] == smjob.metric_definitions("pretraining")
+    assert algo["ContainerEntrypoint"] == ["/bin/bash"]
+    assert plan["RoleArn"] == ROLE
+    assert plan["InputDataConfig"] == [
+        {
+            "ChannelName": "train",
+            "DataSource": {
+                "FileSystemDataSource": {
+                    "FileSystemId": "fs-0123456789abcdef0",
+                    "FileSystemAccessMode": "ro",
+                    "FileSystemType": "FSxLustre",
+                    "DirectoryPath": "/abcdefgh/pretrain",
+                }
+            },
+            "InputMode": "File",
+        },
+        {
+            "ChannelName": "eval",
+            "DataSource": {
+                "S3DataSource": {
+                    "S3DataType": "S3Prefix",
+                    "S3Uri": "s3://bucket/eval",
+                    "S3DataDistributionType": "FullyReplicated",
+                }
+            },
+            "InputMode": "FastFile",
+        },
+        *[
+            {
+                "ChannelName": name,
+                "DataSource": {
+                    "S3DataSource": {
+                        "S3DataType": "S3Prefix",
+                        "S3Uri": f"{prefix}/{name}",
+                        "S3DataDistributionType": "FullyReplicated",
+                    }
+                },
+                "InputMode": "File",
+            }
+            for name in ("code", "sm_drivers")
+        ],
+    ]
+    assert plan["OutputDataConfig"] == {
+        "S3OutputPath": "s3://bucket/albertkit",
+        "CompressionType": "GZIP",
+    }
+    assert plan["ResourceConfig"] == {
+        "InstanceType": "ml.p4d.24xlarge",
+        "InstanceCount": 2,
+        "VolumeSizeInGB": 200,
+    }
+    assert plan["VpcConfig"] == {
+        "SecurityGroupIds": ["sg-0123456789abcdef0"],
+        "Subnets": ["subnet-0123456789abcdef0"],
+    }
+    assert plan["StoppingCondition"] == {"MaxRuntimeInSeconds": 7200, "MaxWaitTimeInSeconds": 14400}
+    assert plan["Tags"] == [{"Key": "project", "Value": "albertkit"}]
+    assert plan["EnableManagedSpotTraining"] is True
+    assert plan["CheckpointConfig"] == {
+        "S3Uri": "s3://bucket/ckpt/run-1",
+        "LocalPath": "/opt/ml/checkpoints",
+    }
+    assert plan["TensorBoardOutputConfig"] == {
+        "S3OutputPath": "s3://bucket/tb",
+        "LocalPath": "/opt/ml/checkpoints/tensorboard",
+    }
+    assert plan["Environment"] == {"NCCL_DEBUG": "WARN"}
+    assert "KeepAlivePeriodInSeconds" not in plan["ResourceConfig"]
+    json.dumps(plan)  # plain data
+
+
+def test_plan_without_optional_parts_and_keep_alive():
+    plan = smjob.to_sagemaker(trainer_config(sm()), keep_alive_seconds=900).plan()
+    assert re.fullmatch(r"albertkit-\d{14}", plan["TrainingJobName"])
+    assert plan["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 900
+    for absent in (
+        "VpcConfig",
+        "Tags",
+        "EnableManagedSpotTraining",
+        "CheckpointConfig",
+        "TensorBoardOutputConfig",
+        "Environment",
+    ):
+        assert absent not in plan
+    assert plan["StoppingCondition"] == {"MaxRuntimeInSeconds": 2 * 24 * 3600}
+
+
+def test_transported_config_and_staged_source(tmp_path):
+    cfg = trainer_config(sm(), distributed={"backend": "single"})
+    job = smjob.to_sagemaker(cfg, instance_count=2, distribution={"kind": "tf_multiworker"})
+    src = job.stage_source(tmp_path / "src")
+    shipped = TrainerConfig.from_json(src / smjob.CONFIG_FILE)
+    assert shipped.distributed.backend == "tf_multiworker"
+    assert shipped.sagemaker.instance_count == 2
+    assert shipped.model_dump(exclude={"distributed", "sagemaker"}) == cfg.model_dump(
+        exclude={"distributed", "sagemaker"}
+    )
+    assert (src / smjob.ENTRY_SCRIPT).read_text().startswith('"""SageMaker entry script')
+    assert (src / "albertkit" / "sagemaker" / "entrypoint.py").is_file()
+    assert not list(src.rglob("__pycache__"))
+    text = (src / smjob.CONFIG_FILE).read_text()
+    assert "AKIA" not in text and "secret" not in text.lower()
+
+
+def test_to_sagemaker_overrides_keep_config_values():
+    cfg = trainer_config(sm(instance_type="ml.g5.xlarge", tags={"team": "nlp"}))
+    job = smjob.to_sagemaker(cfg, instance_count=1, volume_size_gb=50)
+    assert job.sagemaker_config.instance_type == "ml.g5.xlarge"
+    assert (
+        job.sagemaker_config.tags == {"team": "nlp"} and job.sagemaker_config.volume_size_gb == 50
+    )
+
+
+# --------------------------------------------------------------------------- CLI
+def test_launch_dry_run(tmp_path, capsys):
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "model: {size: tiny}\n"
+        "data: {kind: synthetic, seq_length: 64, max_predictions_per_seq: 10}\n"
+        "runtime: {micro_batch_size: 8, global_batch_size: 16}\n"
+        "sagemaker:\n  instance_type: ml.g5.xlarge\n  output_path: s3://from-yaml/x\n"
+    )
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    env = smjob.sagemaker_defaults_from_env(
+        {
+            "ALBERTKIT_SM_ROLE_ARN": ROLE,
+            "ALBERTKIT_SM_IMAGE_URI": IMAGE,
+            "ALBERTKIT_SM_OUTPUT_PATH": "s3://from-env/x",
+        }
+    )
+    smjob.add_parser(sub, env)
+    args = parser.parse_args(
+        ["launch", "--config", str(path), "--dry-run", "--set", "sagemaker.volume_size_gb=77"]
+    )
+    assert args.func(args) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["RoleArn"] == ROLE and plan["AlgorithmSpecification"]["TrainingImage"] == IMAGE
+    assert plan["OutputDataConfig"]["S3OutputPath"] == "s3://from-yaml/x"  # file beats env
+    assert plan["ResourceConfig"]["VolumeSizeInGB"] == 77  # --set beats file
+    args = parser.parse_args(
+        ["launch", "--config", str(path), "--dry-run", "--set", "sagemaker.instance_count=2"]
+    )
+    assert args.func(args) == 2
+    assert "instance_count=2 needs a distribution" in capsys.readouterr().err
+
+
+def test_shipped_sagemaker_examples_validate():
+    from pathlib import Path
+
+    configs = sorted((Path(__file__).parents[1] / "examples" / "configs").glob("sagemaker_*.yaml"))
+    assert configs, "no examples/configs/sagemaker_*.yaml"
+    for path in configs:
+        cfg = smjob.load_launch_config(
+            path, [], {"role_arn": ROLE, "image_uri": IMAGE, "output_path": "s3://bkt/p", **NET}
+        )
+        plan = smjob.to_sagemaker(cfg).plan()
+        assert plan["ResourceConfig"]["InstanceType"].startswith("ml."), path

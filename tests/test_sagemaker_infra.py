@@ -1,0 +1,214 @@
+"""The training image and the CloudFormation stack: linted, and checked for what SageMaker
+needs and for the reference system's mistakes (a security group open to the world)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+TEMPLATE = ROOT / "infra" / "albertkit.yaml"
+
+
+def lint(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHON": sys.executable}
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / "lint_infra.sh"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_lint_infra_passes():
+    result = lint()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "clean" in result.stdout
+
+
+def test_lint_infra_fails_on_findings(tmp_path):
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM ubuntu\nRUN cd /tmp && pip install requests\n")
+    result = lint("--dockerfile", str(bad))
+    assert result.returncode != 0
+    assert "DL3006" in result.stdout + result.stderr  # untagged base image
+    template = tmp_path / "broken.yaml"
+    template.write_text(
+        "AWSTemplateFormatVersion: '2010-09-09'\nResources:\n  Bucket:\n    Type: AWS::S3::Bukket\n"
+    )
+    result = lint("--templates", str(template))
+    assert result.returncode != 0 and "E3006" in result.stdout + result.stderr
+
+
+# --------------------------------------------------------------------------- Dockerfile
+def instructions() -> list[tuple[str, str]]:
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            op, _, rest = line.partition(" ")
+            out.append((op.upper(), " ".join(rest.split())))
+    return out
+
+
+def test_dockerfile_has_what_sagemaker_needs():
+    ins = instructions()
+    run = " ".join(rest for op, rest in ins if op == "RUN")
+    env = " ".join(rest for op, rest in ins if op == "ENV")
+    base = next(rest for op, rest in ins if op == "ARG" and rest.startswith("CUDA_IMAGE="))
+    # TensorFlow 2.21's GPU build: CUDA 12.5 + cuDNN 9; devel image for building Horovod
+    assert re.search(r"nvidia/cuda:12\.5\.\d+-cudnn-devel-ubuntu", base)
+    for package in ("python3.11", "openmpi-bin", "libopenmpi-dev", "openssh-server", "libnccl-dev"):
+        assert re.search(rf"\b{re.escape(package)}\b", run), package
+    # sshd for mpirun between hosts: host keys, run dir, a key that every host trusts
+    assert "ssh-keygen -A" in run and "/var/run/sshd" in run and "authorized_keys" in run
+    # Horovod from the repository's recipe, with NCCL and MPI
+    assert "scripts/build_horovod.sh" in " ".join(rest for op, rest in ins if op == "COPY")
+    assert re.search(r"build_horovod\.sh .*--gpu --mpi", run)
+    script = (ROOT / "scripts" / "build_horovod.sh").read_text()
+    assert "--gpu)" in script and "--mpi)" in script and "HOROVOD_GPU_OPERATIONS=NCCL" in script
+    # the SDK driver runs `python3`/`pip` from PATH and imports paramiko; MPI uses mpi4py
+    assert "PATH=/opt/albertkit/bin" in env
+    assert "import albertkit, horovod.tensorflow, mpi4py, paramiko, tensorflow" in run
+    assert "/usr/local/bin/train" in run and "albertkit.sagemaker.entrypoint" in run
+    assert "/opt/ml/checkpoints" in run
+    assert not any(op in ("ENTRYPOINT", "CMD") for op, _ in ins)  # SageMaker sets them
+
+
+def test_image_requirements_follow_pyproject():
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    wanted = pyproject["project"]["dependencies"]
+    lines = [
+        line.strip()
+        for line in (ROOT / "docker" / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    for dep in wanted:
+        if dep.startswith("tensorflow=="):
+            assert f"tensorflow[and-cuda]=={dep.split('==')[1]}" in lines
+        else:
+            assert dep in lines, f"docker/requirements.txt lacks {dep} (pyproject.toml)"
+    assert any(line.startswith("mpi4py==") for line in lines)
+    assert any(line.startswith("paramiko") for line in lines)
+
+
+# --------------------------------------------------------------------------- template
+class _CfnLoader(yaml.SafeLoader):
+    pass
+
+
+def _tag(loader, suffix, node):
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    return {f"!{suffix}": value}
+
+
+_CfnLoader.add_multi_constructor("!", _tag)
+
+
+@pytest.fixture(scope="module")
+def template() -> dict:
+    return yaml.load(TEMPLATE.read_text(), Loader=_CfnLoader)  # noqa: S506 (safe loader subclass)
+
+
+def of_type(template: dict, kind: str) -> dict[str, dict]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def test_network_is_closed(template):
+    text = TEMPLATE.read_text()
+    assert "0.0.0.0/0" not in text and "::/0" not in text
+    (sg_name,) = of_type(template, "AWS::EC2::SecurityGroup")
+    sg = template["Resources"][sg_name]["Properties"]
+    assert "SecurityGroupIngress" not in sg  # only the self rule below
+    ingress = of_type(template, "AWS::EC2::SecurityGroupIngress")
+    assert [r["Properties"]["SourceSecurityGroupId"] for r in ingress.values()] == [
+        {"!Ref": sg_name}
+    ]
+    egress = of_type(template, "AWS::EC2::SecurityGroupEgress")
+    assert [r["Properties"]["DestinationSecurityGroupId"] for r in egress.values()] == [
+        {"!Ref": sg_name}
+    ]
+    (s3_rule,) = sg["SecurityGroupEgress"]
+    assert s3_rule["FromPort"] == s3_rule["ToPort"] == 443 and "DestinationPrefixListId" in s3_rule
+    assert not of_type(template, "AWS::EC2::InternetGateway")
+    assert not of_type(template, "AWS::EC2::NatGateway")
+    subnet = next(iter(of_type(template, "AWS::EC2::Subnet").values()))["Properties"]
+    assert subnet["MapPublicIpOnLaunch"] is False
+
+
+def test_bucket_and_file_system(template):
+    ((bucket_name, bucket),) = of_type(template, "AWS::S3::Bucket").items()
+    props = bucket["Properties"]
+    assert all(props["PublicAccessBlockConfiguration"].values())
+    assert len(props["PublicAccessBlockConfiguration"]) == 4
+    rule = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] in ("AES256", "aws:kms")
+    assert bucket["DeletionPolicy"] == "Retain"
+    policy = next(iter(of_type(template, "AWS::S3::BucketPolicy").values()))["Properties"]
+    deny = policy["PolicyDocument"]["Statement"][0]
+    assert deny["Effect"] == "Deny" and deny["Condition"]["Bool"]["aws:SecureTransport"] == "false"
+    fsx = next(iter(of_type(template, "AWS::FSx::FileSystem").values()))["Properties"]
+    assert fsx["FileSystemType"] == "LUSTRE"
+    assert fsx["LustreConfiguration"]["ImportPath"] == {"!Sub": f"s3://${{{bucket_name}}}/data"}
+    assert fsx["SecurityGroupIds"] == [{"!Ref": "TrainingSecurityGroup"}]
+    repo = next(iter(of_type(template, "AWS::ECR::Repository").values()))["Properties"]
+    assert repo["ImageScanningConfiguration"]["ScanOnPush"] is True
+
+
+def test_execution_role_is_least_privilege(template):
+    role = next(iter(of_type(template, "AWS::IAM::Role").values()))["Properties"]
+    trust = role["AssumeRolePolicyDocument"]["Statement"]
+    assert [s["Principal"] for s in trust] == [{"Service": "sagemaker.amazonaws.com"}]
+    assert "ManagedPolicyArns" not in role  # no AmazonSageMakerFullAccess
+    statements = [s for p in role["Policies"] for s in p["PolicyDocument"]["Statement"]]
+    for s in statements:
+        actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
+        assert all("*" not in a for a in actions), s
+        assert s["Effect"] == "Allow"
+        if any(a.startswith("s3:") for a in actions):
+            resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
+            assert resources != ["*"] and all("DataBucket" in str(r) for r in resources), s
+        if s["Resource"] == "*":
+            # only actions without resource-level permissions, or with a condition
+            assert "Condition" in s or all(
+                a.startswith(("ec2:Describe", "fsx:Describe", "ecr:GetAuthorizationToken"))
+                for a in actions
+            ), s
+
+
+def test_docs_walk_through_the_stack():
+    docs = (ROOT / "docs" / "sagemaker.md").read_text()
+    for step in (
+        "aws cloudformation deploy",
+        "infra/albertkit.yaml",
+        "docker build",
+        "docker push",
+        "albertkit prepare-data",
+        "albertkit launch",
+        "tensorboard",
+        "describe-managed-prefix-lists",
+        "--dry-run",
+    ):
+        assert step in docs, step
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_lint_script_is_executable():
+    assert os.access(ROOT / "scripts" / "lint_infra.sh", os.X_OK)

@@ -1,0 +1,269 @@
+"""to_sagemaker(...).fit() through the real SageMaker SDK v3 and boto3, against moto.
+
+Nothing leaves the machine: moto answers every AWS call in-process, credentials are fake,
+SDK telemetry is opted out and any socket connection attempt fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+pytest.importorskip("sagemaker.train")
+boto3 = pytest.importorskip("boto3")
+moto = pytest.importorskip("moto")
+
+from albertkit.config import ConfigError, TrainerConfig  # noqa: E402
+from albertkit.sagemaker import job as smjob  # noqa: E402
+
+REGION = "us-east-1"
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest"
+BUCKET = "albertkit-test-bucket"
+NET = {"subnets": ["subnet-0123456789abcdef0"], "security_group_ids": ["sg-0123456789abcdef0"]}
+FSX = {
+    "kind": "fsx_lustre",
+    "file_system_id": "fs-0123456789abcdef0",
+    "mount_name": "abcdefgh",
+    "directory": "/pretrain",
+    "path_in_config": "data/pretrain",
+}
+
+
+@pytest.fixture
+def aws(monkeypatch, tmp_path):
+    """Fake credentials and region, SDK config isolated, network forbidden, moto running."""
+    for var in (
+        "AWS_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_SECURITY_TOKEN",
+        "AWS_ROLE_ARN",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_ENDPOINT_URL",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    sdk_config = tmp_path / "sagemaker-config.yaml"
+    sdk_config.write_text(
+        "SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n"
+    )
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("SAGEMAKER_VALIDATE_ROLE", "false")
+    monkeypatch.setenv("SAGEMAKER_USER_CONFIG_OVERRIDE", str(sdk_config))
+    monkeypatch.setenv("SAGEMAKER_ADMIN_CONFIG_OVERRIDE", str(sdk_config))
+
+    attempts: list = []
+    real_connect = socket.socket.connect
+
+    def guarded(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            attempts.append(address)
+            raise OSError(f"network access attempted in a test: {address}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    with moto.mock_aws():
+        session = boto3.Session(region_name=REGION)
+        role = session.client("iam").create_role(
+            RoleName="albertkit-sagemaker", AssumeRolePolicyDocument="{}"
+        )["Role"]["Arn"]
+        session.client("s3").create_bucket(Bucket=BUCKET)
+        yield session, role
+    assert attempts == [], f"network access attempted: {attempts}"
+
+
+def make_config(role: str, tmp_path, **sagemaker) -> TrainerConfig:
+    local = tmp_path / "squad-small"
+    local.mkdir(exist_ok=True)
+    (local / "train.json").write_text('{"version": "v2.0", "data": []}')
+    return TrainerConfig.from_dict(
+        {
+            "model": {"size": "tiny"},
+            "data": {
+                "kind": "tfrecord",
+                "train_files": ["data/pretrain/train-*.tfrecord"],
+                "eval_files": [f"{local}/eval-*.tfrecord"],
+                "seq_length": 64,
+                "max_predictions_per_seq": 10,
+            },
+            "runtime": {"micro_batch_size": 8, "global_batch_size": 128, "max_steps": 100},
+            "sagemaker": {
+                "role_arn": role,
+                "image_uri": IMAGE,
+                "output_path": f"s3://{BUCKET}/albertkit",
+                "inputs": {"train": FSX, "extra": {"kind": "local", "path": str(local)}},
+                **NET,
+                **sagemaker,
+            },
+        }
+    )
+
+
+def s3_keys(session, prefix: str) -> list[str]:
+    pages = (
+        session.client("s3").get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    )
+    return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+def test_fit_no_wait_submits_the_planned_request(aws, tmp_path):
+    session, role = aws
+    cfg = make_config(role, tmp_path)
+    job = smjob.to_sagemaker(
+        cfg,
+        instance_type="ml.p4d.24xlarge",
+        instance_count=2,
+        distribution={"kind": "horovod"},
+        spot=True,
+        max_run_seconds=3600,
+        max_wait_seconds=7200,
+        checkpoint_s3_uri=f"s3://{BUCKET}/checkpoints/run-1",
+        tensorboard_s3_uri=f"s3://{BUCKET}/tensorboard/run-1",
+        tags={"project": "albertkit"},
+        environment={"NCCL_DEBUG": "WARN"},
+        hyperparameters={"optimizer.learning_rate": 0.002},
+        base_job_name="albert-test",
+    )
+    assert job.fit(wait=False, boto_session=session) is job
+    assert job.job_name and job.job_name.startswith("albert-test-")
+
+    # 1. the request that went through botocore's validation is exactly plan()
+    assert job.submitted_request == job.plan(job_name=job.job_name)
+
+    # 2. what SageMaker (moto) stored
+    d = session.client("sagemaker").describe_training_job(TrainingJobName=job.job_name)
+    assert d["AlgorithmSpecification"]["TrainingImage"] == IMAGE
+    assert d["RoleArn"] == role
+    assert d["ResourceConfig"] == {
+        "InstanceType": "ml.p4d.24xlarge",
+        "InstanceCount": 2,
+        "VolumeSizeInGB": 100,
+    }
+    assert d["VpcConfig"] == {
+        "SecurityGroupIds": NET["security_group_ids"],
+        "Subnets": NET["subnets"],
+    }
+    channels = {c["ChannelName"]: c for c in d["InputDataConfig"]}
+    assert channels["train"]["DataSource"]["FileSystemDataSource"] == {
+        "FileSystemId": "fs-0123456789abcdef0",
+        "FileSystemAccessMode": "ro",
+        "FileSystemType": "FSxLustre",
+        "DirectoryPath": "/abcdefgh/pretrain",
+    }
+    assert set(channels) == {"train", "extra", "code", "sm_drivers"}
+    assert d["CheckpointConfig"] == {
+        "S3Uri": f"s3://{BUCKET}/checkpoints/run-1",
+        "LocalPath": "/opt/ml/checkpoints",
+    }
+    assert d["EnableManagedSpotTraining"] is True
+    assert d["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}
+    assert d["HyperParameters"] == {
+        "config": "albertkit_config.json",
+        "optimizer.learning_rate": "0.002",
+    }
+    assert d["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/albertkit"
+    plan = job.plan(job_name=job.job_name)
+    for key in (
+        "InputDataConfig",
+        "ResourceConfig",
+        "VpcConfig",
+        "StoppingCondition",
+        "CheckpointConfig",
+        "HyperParameters",
+        "TensorBoardOutputConfig",
+        "RoleArn",
+    ):
+        assert d[key] == plan[key], key
+
+    # 3. the source and the local input were uploaded next to each other
+    code_uri = channels["code"]["DataSource"]["S3DataSource"]["S3Uri"]
+    prefix = code_uri.removeprefix(f"s3://{BUCKET}/")
+    assert prefix == f"albertkit/albert-test/{job.job_name}/input/code"
+    keys = s3_keys(session, prefix)
+    assert {
+        f"{prefix}/albertkit_entry.py",
+        f"{prefix}/albertkit_config.json",
+        f"{prefix}/albertkit/sagemaker/entrypoint.py",
+    } <= set(keys)
+    assert not [k for k in keys if "__pycache__" in k]
+    body = session.client("s3").get_object(Bucket=BUCKET, Key=f"{prefix}/albertkit_config.json")
+    shipped = TrainerConfig.model_validate(json.loads(body["Body"].read()))
+    assert shipped == job.trainer_config and shipped.distributed.backend == "horovod"
+    extra = channels["extra"]["DataSource"]["S3DataSource"]["S3Uri"]
+    assert s3_keys(session, extra.removeprefix(f"s3://{BUCKET}/")) == [
+        f"{extra.removeprefix(f's3://{BUCKET}/')}/train.json"
+    ]
+
+    # the Horovod launcher albertkit uploads in place of the SDK's MPI driver
+    drivers = channels["sm_drivers"]["DataSource"]["S3DataSource"]["S3Uri"].removeprefix(
+        f"s3://{BUCKET}/"
+    )
+    s3 = session.client("s3")
+    assert f"{drivers}/distributed_drivers/albertkit_mpi_driver.py" in s3_keys(session, drivers)
+    distributed = json.loads(
+        s3.get_object(Bucket=BUCKET, Key=f"{drivers}/distributed.json")["Body"].read()
+    )
+    assert distributed == {"process_count_per_node": 8, "mpi_additional_options": None}
+    train_sh = s3.get_object(Bucket=BUCKET, Key=f"{drivers}/sm_train.sh")["Body"].read().decode()
+    assert "distributed_drivers/albertkit_mpi_driver.py" in train_sh
+    assert "cd /opt/ml/input/data/code" in train_sh
+
+    # 4. following the job
+    assert job.status() == "Completed"  # moto completes jobs at once
+    assert smjob.attach(job.job_name, session).status() == "Completed"
+
+
+def test_keep_alive_multiworker_and_waiting(aws, tmp_path):
+    session, role = aws
+    job = smjob.to_sagemaker(
+        make_config(role, tmp_path),
+        instance_type="ml.g5.12xlarge",
+        instance_count=2,
+        distribution={"kind": "tf_multiworker"},
+        keep_alive_seconds=1800,
+        encrypt_inter_container_traffic=True,
+    ).fit(wait=True, logs=True, boto_session=session)  # moto completes at once
+    assert job.status() == "Completed"
+    smjob.attach(job.job_name, session).wait(logs=True)
+    assert job.submitted_request == job.plan(job_name=job.job_name)
+    d = job.describe()
+    assert d["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 1800
+    assert d["ResourceConfig"]["InstanceCount"] == 2
+    assert "EnableManagedSpotTraining" not in job.submitted_request
+    assert job.submitted_request["EnableInterContainerTrafficEncryption"] is True
+
+
+def test_invalid_jobs_are_refused_before_any_aws_call(aws, tmp_path, monkeypatch):
+    session, role = aws
+    calls: list[str] = []
+    session.events.register("before-call.*.*", lambda model, **_: calls.append(model.name))
+
+    def no_sdk(*a, **k):
+        raise AssertionError("the SDK must not be reached for an invalid job")
+
+    monkeypatch.setattr("sagemaker.train.ModelTrainer", no_sdk)
+    cfg = make_config(role, tmp_path)
+    cases = {
+        "FSx.*subnets": {"subnets": [], "security_group_ids": []},
+        "shorter than max_run_seconds": {
+            "spot": True,
+            "checkpoint_s3_uri": f"s3://{BUCKET}/c",
+            "max_run_seconds": 100,
+            "max_wait_seconds": 50,
+        },
+        "spot=true needs checkpoint_s3_uri": {"spot": True, "max_wait_seconds": 10**5},
+        "processes per host is unknown": {
+            "instance_type": "ml.trn9.huge",
+            "instance_count": 2,
+            "distribution": {"kind": "horovod"},
+        },
+        "exceeds SageMaker's limit of 2500": {"hyperparameters": {"data.tokenizer": "x" * 3000}},
+    }
+    for message, overrides in cases.items():
+        with pytest.raises(ConfigError, match=message):
+            smjob.to_sagemaker(cfg, **overrides).fit(wait=False, boto_session=session)
+    assert calls == []

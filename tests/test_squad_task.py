@@ -1,0 +1,113 @@
+"""SquadTask: loss against NumPy, evaluation files, data pipeline, and end-to-end learning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fixtures.tiny_tokenizer import build_tiny_tokenizer
+
+FIXTURES = Path(__file__).parent / "fixtures"
+V1 = FIXTURES / "squad_v1_small.json"
+V2 = FIXTURES / "squad_v2_small.json"
+
+
+@pytest.fixture(scope="session")
+def tok_dir(tmp_path_factory):
+    return build_tiny_tokenizer(tmp_path_factory.mktemp("squadtok") / "tok")
+
+
+def _cfg(tok_dir, tmp_path, version, seq=160, steps=300, **runtime):
+    from albertkit.config import TrainerConfig
+
+    data = V1 if version == "1.1" else V2
+    return TrainerConfig.model_validate({
+        "run_dir": str(tmp_path / "run"),
+        "model": {"size": "tiny", "vocab_size": 2500, "hidden_size": 64, "embedding_size": 32,
+                  "intermediate_size": 256, "num_attention_heads": 2,
+                  "max_position_embeddings": 256},
+        "data": {"kind": "squad", "version": version, "train_file": str(data),
+                 "eval_file": str(data), "tokenizer": str(tok_dir), "max_seq_length": seq,
+                 "doc_stride": 32, "max_query_length": 24},
+        "optimizer": {"kind": "adamw", "learning_rate": 1e-3, "weight_decay": 0.0,
+                      "schedule": {"warmup_fraction": 0.1}},
+        "runtime": {"micro_batch_size": 16, "global_batch_size": 16, "max_steps": steps,
+                    "eval_every_steps": 0, "xla": True, **runtime},
+        "checkpoint": {"every_steps": 10_000},
+        "logging": {"progress_bar": False, "tensorboard": False, "log_every_steps": 100},
+    })
+
+
+def test_loss_matches_numpy_and_pipeline_resumes(tok_dir, tmp_path):
+    from albertkit.distributed.single import SingleProcess
+    from albertkit.tasks.squad import SquadTask
+
+    cfg = _cfg(tok_dir, tmp_path, "2.0", seq=64, micro_batch_size=4, global_batch_size=8)
+    task = SquadTask(cfg.model.spec, cfg.data)
+    assert task.best_metric == ("best_f1", True)
+    model = task.build_model()
+    data = task.datasets(cfg, SingleProcess())
+    first = [b for _, b in zip(range(3), data.train(skip_micro_batches=0, accum=2))]
+    assert first[0]["input_ids"].shape == (2, 4, 64)
+    assert {k: v.dtype.name for k, v in first[0].items()} == dict.fromkeys(
+        ("input_ids", "input_mask", "segment_ids", "start_positions", "end_positions"), "int32")
+    # resuming after 2 micro-batches continues with the same examples
+    resumed = next(iter(data.train(skip_micro_batches=2, accum=2)))
+    np.testing.assert_array_equal(resumed["input_ids"], first[1]["input_ids"])
+
+    batch = {k: v[0] for k, v in first[0].items()}
+    loss, stats = task.loss_and_stats(model, batch, training=False)
+    out = model(batch)
+    ce = []
+    for name, pos in (("start_logits", "start_positions"), ("end_logits", "end_positions")):
+        z = out[name].numpy().astype(np.float64)
+        z = z - z.max(1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(1, keepdims=True))
+        ce.append(-logp[np.arange(4), batch[pos].numpy()])
+    expected = np.mean((ce[0] + ce[1]) / 2)
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+    metrics = task.metrics({k: float(v) for k, v in stats.items()})
+    assert metrics["loss"] == pytest.approx(expected, rel=1e-5)
+    assert set(metrics) == {"loss", "start_accuracy", "end_accuracy", "span_accuracy"}
+
+
+def test_evaluate_writes_official_files(tok_dir, tmp_path):
+    from albertkit.tasks import squad_metrics as sm
+    from albertkit.tasks.squad import SquadTask
+
+    cfg = _cfg(tok_dir, tmp_path, "2.0", seq=64)
+    task = SquadTask(cfg.model.spec, cfg.data)
+    model = task.build_model()
+    result = task.evaluate(model, None, None, cfg, tmp_path / "run")
+    assert {"exact", "f1", "HasAns_exact", "NoAns_exact", "best_exact", "best_exact_thresh",
+            "best_f1", "best_f1_thresh"} <= set(result)
+    out = tmp_path / "run" / "squad_eval"
+    preds = json.loads((out / "predictions.json").read_text())
+    odds = json.loads((out / "null_odds.json").read_text())
+    nbest = json.loads((out / "nbest_predictions.json").read_text())
+    assert set(preds) == set(odds) == set(nbest) == {e["id"] for a in json.loads(
+        V2.read_text())["data"] for p in a["paragraphs"] for e in p["qas"]}
+    assert json.loads((out / "eval_results.json").read_text()) == result
+    # the written predictions score exactly `exact`/`f1` with the official metric
+    rescored = sm.evaluate_files(V2, out / "predictions.json")
+    assert rescored["exact"] == pytest.approx(result["exact"])
+    assert rescored["f1"] == pytest.approx(result["f1"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version, steps", [("1.1", 400), ("2.0", 300)])
+def test_squad_learns_its_training_set(tok_dir, tmp_path, version, steps):
+    """End to end through the trainer: EM >= 90 on its own (hand-made) training data."""
+    from albertkit.trainer import AlbertTrainer
+
+    trainer = AlbertTrainer(_cfg(tok_dir, tmp_path, version, steps=steps)).fit()
+    result = trainer.summary["eval"]
+    em = result["exact_match" if version == "1.1" else "exact"]
+    assert em >= 90.0, result
+    if version == "2.0":
+        assert result["best_exact"] >= em and result["NoAns_total"] == 6
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["best"]["metric"] == ("f1" if version == "1.1" else "best_f1")
+    assert (tmp_path / "run" / "squad_eval" / "predictions.json").is_file()
