@@ -260,3 +260,42 @@ def test_synthetic_shards_are_disjoint_covering_and_match_the_single_stream(repe
                 np.testing.assert_array_equal(got[k], want[k], err_msg=f"{r}/{j}/{k}")
     positions = sorted(r + 2 * j for r in range(2) for j in range(len(shards[r])))
     assert positions == list(range(len(positions)))  # disjoint and covering
+
+
+# ------------------------------------------------------------------------ cost model
+def test_communication_cost_model_by_hand():
+    from albertkit.distributed.cost import (
+        REFERENCE_GPUS_PER_NODE,
+        REFERENCE_SEQ_PER_S_PER_NODE,
+        gradient_bytes,
+        predict,
+        ring_bytes_per_link,
+    )
+    from albertkit.memory import parameter_count
+    from albertkit.models.sizes import SIZES, AlbertSpec
+
+    assert gradient_bytes(10) == 40 and gradient_bytes(10, fp16_compression=True) == 20
+    assert ring_bytes_per_link(100.0, 1) == 0.0
+    assert ring_bytes_per_link(100.0, 2) == 100.0
+    assert ring_bytes_per_link(100.0, 8) == 175.0
+
+    base = AlbertSpec(**SIZES["base"])
+    params = parameter_count(base)
+    assert params == 11_813_810  # counted from the built Keras model
+    p = predict(base, nodes=8, link_gbps=100.0, link_efficiency=0.7)
+    assert p.bytes_per_step == 4 * params
+    assert p.link_bytes_per_step == pytest.approx(2 * 7 / 8 * 4 * params)
+    assert p.comm_seconds == pytest.approx(p.link_bytes_per_step / (100e9 / 8 * 0.7))
+    # calibration: 64 sequences per GPU take as long as the reference's 116.4 seq/s says
+    per_gpu_rate = REFERENCE_SEQ_PER_S_PER_NODE / REFERENCE_GPUS_PER_NODE
+    assert p.compute_seconds == pytest.approx(64 / per_gpu_rate)
+    assert p.efficiency == pytest.approx(p.compute_seconds / (p.compute_seconds + p.comm_seconds))
+    assert 0.98 < p.efficiency < 0.99
+    # all-reducing every micro-batch (accumulation 4) moves 4x the bytes; fp16 halves them
+    every = predict(base, nodes=8, reduce_every_micro_batch=True)
+    assert every.bytes_per_step == 4 * p.bytes_per_step and every.efficiency < p.efficiency
+    assert predict(base, nodes=8, fp16_compression=True).comm_seconds == pytest.approx(
+        p.comm_seconds / 2)
+    assert predict(base, nodes=1).efficiency == 1.0
+    with pytest.raises(ValueError, match="not a multiple of micro_batch=48"):
+        predict(base, nodes=8, micro_batch=48)

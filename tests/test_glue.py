@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures.tiny_tokenizer import build_tiny_tokenizer
 
 from albertkit.data.glue import (
     GLUE_PRESETS,
@@ -26,6 +25,7 @@ from albertkit.tasks.classification import (
     pearson,
     spearman,
 )
+from fixtures.tiny_tokenizer import build_tiny_tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -55,7 +55,8 @@ def test_metrics_hand_computed():
 
 def test_metrics_against_scipy_and_sklearn():
     from scipy.stats import pearsonr, spearmanr
-    from sklearn.metrics import f1_score, matthews_corrcoef as sk_mcc
+    from sklearn.metrics import f1_score
+    from sklearn.metrics import matthews_corrcoef as sk_mcc
 
     rng = np.random.default_rng(0)
     for k in (2, 3, 5):
@@ -75,16 +76,26 @@ def test_classification_metrics_keys():
     out = classification_metrics(np.array([0, 1, 1]), logits, regression=False)
     assert set(out) == {"accuracy", "mcc", "f1", "accuracy_f1"}
     assert out["accuracy"] == pytest.approx(2 / 3) and out["f1"] == pytest.approx(2 / 3)
-    out = classification_metrics(np.array([1.0, 2.0, 3.0]), np.array([[1.0], [2.0], [4.0]]),
-                                 regression=True)
+    out = classification_metrics(
+        np.array([1.0, 2.0, 3.0]), np.array([[1.0], [2.0], [4.0]]), regression=True
+    )
     assert set(out) == {"pearson", "spearman", "pearson_spearman", "mse"}
     assert out["spearman"] == pytest.approx(1.0) and out["mse"] == pytest.approx(1 / 3)
 
 
 # --------------------------------------------------------------------------- readers
 def test_presets_cover_glue():
-    assert set(GLUE_PRESETS) == {"cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte",
-                                 "wnli"}
+    assert set(GLUE_PRESETS) == {
+        "cola",
+        "sst2",
+        "mrpc",
+        "qqp",
+        "stsb",
+        "mnli",
+        "qnli",
+        "rte",
+        "wnli",
+    }
     assert GLUE_PRESETS["stsb"].regression and not GLUE_PRESETS["mrpc"].regression
 
 
@@ -116,24 +127,44 @@ def test_label_maps():
     assert inferred.labels == ["0", "1"]
     reg = LabelMap(None)
     assert reg.regression and reg.num_labels == 1
-    (row,) = [e for e in read_examples(FIXTURES / "stsb_small.tsv", task="stsb")
-              if e.label == "0.000"]
+    (row,) = [
+        e for e in read_examples(FIXTURES / "stsb_small.tsv", task="stsb") if e.label == "0.000"
+    ]
     assert reg.encode(row) == 0.0
 
 
-@pytest.mark.parametrize("content, name, kwargs, message", [
-    ("", "empty.tsv", {"task": "sst2"}, r"empty\.tsv: empty file"),
-    ("sentence\tlabel\n", "header_only.tsv", {"task": "sst2"}, r"header_only\.tsv: no records"),
-    ("sentence\tlabel\ngood film\t1\nbad\n", "short.tsv", {"task": "sst2"},
-     r"short\.tsv:3: 1 fields, expected 2"),
-    ("text\tlabel\nx\t1\n", "cols.tsv", {"task": "sst2"},
-     r"cols\.tsv: no text column sentence .*columns: \['text', 'label'\]"),
-    ('{"sentence": "a", "label": 1}\n{"sentence": "b", "label": 1\n', "bad.jsonl",
-     {"task": "sst2"}, r"bad\.jsonl:2: malformed JSON"),
-    ('{"sentence": "a", "label": 1}\n{"sentence": "b"}\n', "missing.jsonl", {"task": "sst2"},
-     r"missing\.jsonl:2: missing field 'label'"),
-    ("sentence,label\na,1\n", "x.parquet", {}, r"x\.parquet: cannot tell the format"),
-])
+@pytest.mark.parametrize(
+    "content, name, kwargs, message",
+    [
+        ("", "empty.tsv", {"task": "sst2"}, r"empty\.tsv: empty file"),
+        ("sentence\tlabel\n", "header_only.tsv", {"task": "sst2"}, r"header_only\.tsv: no records"),
+        (
+            "sentence\tlabel\ngood film\t1\nbad\n",
+            "short.tsv",
+            {"task": "sst2"},
+            r"short\.tsv:3: 1 fields, expected 2",
+        ),
+        (
+            "text\tlabel\nx\t1\n",
+            "cols.tsv",
+            {"task": "sst2"},
+            r"cols\.tsv: no text column sentence .*columns: \['text', 'label'\]",
+        ),
+        (
+            '{"sentence": "a", "label": 1}\n{"sentence": "b", "label": 1\n',
+            "bad.jsonl",
+            {"task": "sst2"},
+            r"bad\.jsonl:2: malformed JSON",
+        ),
+        (
+            '{"sentence": "a", "label": 1}\n{"sentence": "b"}\n',
+            "missing.jsonl",
+            {"task": "sst2"},
+            r"missing\.jsonl:2: missing field 'label'",
+        ),
+        ("sentence,label\na,1\n", "x.parquet", {}, r"x\.parquet: cannot tell the format"),
+    ],
+)
 def test_bad_files_name_file_and_record(tmp_path, content, name, kwargs, message):
     path = tmp_path / name
     path.write_text(content, encoding="utf-8")
@@ -165,11 +196,12 @@ def test_encode_pairs(tok_dir):
         n = int(mask[row].sum())
         seps = np.nonzero(ids[row, :n] == tok.sep_token_id)[0]
         assert ids[row, 0] == tok.cls_token_id and len(seps) == 2 and seps[1] == n - 1
-        assert (seg[row, :seps[0] + 1] == 0).all() and (seg[row, seps[0] + 1:n] == 1).all()
+        assert (seg[row, : seps[0] + 1] == 0).all() and (seg[row, seps[0] + 1 : n] == 1).all()
     # longest-first truncation: both texts keep some tokens
     assert (mask.sum(1) == 16).any()
-    stsb = encode_examples(read_examples(FIXTURES / "stsb_small.tsv", task="stsb"), tok,
-                           LabelMap(None), 32)
+    stsb = encode_examples(
+        read_examples(FIXTURES / "stsb_small.tsv", task="stsb"), tok, LabelMap(None), 32
+    )
     assert stsb["labels"].dtype == np.float32 and stsb["labels"][1] == pytest.approx(3.8)
 
 
@@ -177,32 +209,60 @@ def test_encode_pairs(tok_dir):
 def _cfg(tok_dir, tmp_path, **data):
     from albertkit.config import TrainerConfig
 
-    return TrainerConfig.model_validate({
-        "run_dir": str(tmp_path / "run"),
-        "model": {"size": "tiny", "vocab_size": 1000, "hidden_size": 64, "embedding_size": 32,
-                  "intermediate_size": 128, "num_attention_heads": 2,
-                  "max_position_embeddings": 64, "classifier_dropout_prob": 0.0},
-        "data": {"kind": "classification", "tokenizer": str(tok_dir), "max_seq_length": 32,
-                 **data},
-        "optimizer": {"kind": "adamw", "learning_rate": 1e-3, "weight_decay": 0.0,
-                      "schedule": {"warmup_fraction": 0.1}},
-        "runtime": {"micro_batch_size": 8, "global_batch_size": 8, "max_steps": 150,
-                    "eval_every_steps": 0, "xla": False},
-        "checkpoint": {"every_steps": 1000},
-        "logging": {"progress_bar": False, "tensorboard": False, "log_every_steps": 50},
-    })
+    return TrainerConfig.model_validate(
+        {
+            "run_dir": str(tmp_path / "run"),
+            "model": {
+                "size": "tiny",
+                "vocab_size": 1000,
+                "hidden_size": 64,
+                "embedding_size": 32,
+                "intermediate_size": 128,
+                "num_attention_heads": 2,
+                "max_position_embeddings": 64,
+                "classifier_dropout_prob": 0.0,
+            },
+            "data": {
+                "kind": "classification",
+                "tokenizer": str(tok_dir),
+                "max_seq_length": 32,
+                **data,
+            },
+            "optimizer": {
+                "kind": "adamw",
+                "learning_rate": 1e-3,
+                "weight_decay": 0.0,
+                "schedule": {"warmup_fraction": 0.1},
+            },
+            "runtime": {
+                "micro_batch_size": 8,
+                "global_batch_size": 8,
+                "max_steps": 150,
+                "eval_every_steps": 0,
+                "xla": False,
+            },
+            "checkpoint": {"every_steps": 1000},
+            "logging": {"progress_bar": False, "tensorboard": False, "log_every_steps": 50},
+        }
+    )
 
 
-@pytest.mark.parametrize("task, file, regression", [("mrpc", "mrpc_small.tsv", False),
-                                                    ("stsb", "stsb_small.tsv", True)])
+@pytest.mark.parametrize(
+    "task, file, regression", [("mrpc", "mrpc_small.tsv", False), ("stsb", "stsb_small.tsv", True)]
+)
 def test_loss_and_evaluate_match_numpy(tok_dir, tmp_path, task, file, regression):
     import tensorflow as tf
 
     from albertkit.distributed.single import SingleProcess
     from albertkit.tasks.classification import ClassificationTask
 
-    cfg = _cfg(tok_dir, tmp_path, task=task, train_file=str(FIXTURES / file),
-               eval_file=str(FIXTURES / file))
+    cfg = _cfg(
+        tok_dir,
+        tmp_path,
+        task=task,
+        train_file=str(FIXTURES / file),
+        eval_file=str(FIXTURES / file),
+    )
     task_ = ClassificationTask(cfg.model.spec, cfg.data)
     model = task_.build_model()
     assert task_.best_metric == (("pearson", True) if regression else ("f1", True))
@@ -242,8 +302,7 @@ def test_unknown_label_in_eval_file_is_named(tok_dir, tmp_path):
 
     bad = tmp_path / "dev.tsv"
     bad.write_text("sentence\tlabel\nfine\t1\nodd\tneutral\n", encoding="utf-8")
-    cfg = _cfg(tok_dir, tmp_path, train_file=str(FIXTURES / "sst2_small.tsv"),
-               eval_file=str(bad))
+    cfg = _cfg(tok_dir, tmp_path, train_file=str(FIXTURES / "sst2_small.tsv"), eval_file=str(bad))
     task = ClassificationTask(cfg.model.spec, cfg.data)
     assert task.label_map.labels == ["0", "1"]  # inferred from the training file
     with pytest.raises(GlueDataError, match=r"dev\.tsv:3: unknown label 'neutral'"):

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures.tiny_tokenizer import build_tiny_tokenizer
 
 from albertkit.data.squad import (
     SquadFormatError,
@@ -22,6 +21,7 @@ from albertkit.data.squad import (
 from albertkit.tasks import squad_metrics as sm
 from albertkit.tasks.commands import add_parser
 from albertkit.tasks.squad import postprocess
+from fixtures.tiny_tokenizer import build_tiny_tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V1 = FIXTURES / "squad_v1_small.json"
@@ -40,11 +40,14 @@ def test_read_fixtures():
     assert len(v1) == 24 and not any(e.is_impossible for e in v1)
     assert sum(e.is_impossible for e in v2) == 6 and len(v2) == 18
     lh2 = next(e for e in v1 if e.qid == "lh2")
-    assert [a.text for a in lh2.answers] == ["the engineer Margaret Ellison", "Margaret Ellison",
-                                             "Ellison"]
+    assert [a.text for a in lh2.answers] == [
+        "the engineer Margaret Ellison",
+        "Margaret Ellison",
+        "Ellison",
+    ]
     for ex in v1 + v2:
         for a in ex.answers:
-            assert ex.context[a.start:a.end] == a.text
+            assert ex.context[a.start : a.end] == a.text
 
 
 def _write(tmp_path, obj, name="bad.json"):
@@ -65,28 +68,55 @@ def test_malformed_json_names_file_line_and_column(tmp_path):
         read_squad(_write(tmp_path, {"version": "1.1"}), "1.1")
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda d: d["data"][1]["paragraphs"][0]["qas"][2].pop("question"),
-     r"data\[1\]\.paragraphs\[0\]\.qas\[2\] \(id=cn3\): missing field 'question'"),
-    (lambda d: d["data"][0]["paragraphs"][0].pop("context"),
-     r"data\[0\]\.paragraphs\[0\]: missing field 'context'"),
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].pop("answer_start"),
-     r"qas\[0\] \(id=lh1\)\.answers\[0\]: missing field 'answer_start'"),
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=10_000),
-     r"\(id=lh1\)\.answers\[0\]: answer_start=10000 .* outside the context"),
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=-1),
-     r"\(id=lh1\)\.answers\[0\]: answer_start=-1 .* outside the context"),
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=45),
-     r"\(id=lh1\)\.answers\[0\]: answer text '1847' does not match the context"),
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start="44"),
-     r"\(id=lh1\)\.answers\[0\]: field 'answer_start' must be int, got str"),
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][1].update(id="lh1"),
-     r"qas\[1\] \(id=lh1\): duplicate question id"),
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][1].update(answers=[]),
-     r"\(id=lh2\): no answers"),
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][1].update(is_impossible=True),
-     r"\(id=lh2\): is_impossible=true in a SQuAD v1.1 dataset"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (
+            lambda d: d["data"][1]["paragraphs"][0]["qas"][2].pop("question"),
+            r"data\[1\]\.paragraphs\[0\]\.qas\[2\] \(id=cn3\): missing field 'question'",
+        ),
+        (
+            lambda d: d["data"][0]["paragraphs"][0].pop("context"),
+            r"data\[0\]\.paragraphs\[0\]: missing field 'context'",
+        ),
+        (
+            lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].pop("answer_start"),
+            r"qas\[0\] \(id=lh1\)\.answers\[0\]: missing field 'answer_start'",
+        ),
+        (
+            lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(
+                answer_start=10_000
+            ),
+            r"\(id=lh1\)\.answers\[0\]: answer_start=10000 .* outside the context",
+        ),
+        (
+            lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=-1),
+            r"\(id=lh1\)\.answers\[0\]: answer_start=-1 .* outside the context",
+        ),
+        (
+            lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=45),
+            r"\(id=lh1\)\.answers\[0\]: answer text '1847' does not match the context",
+        ),
+        (
+            lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(
+                answer_start="44"
+            ),
+            r"\(id=lh1\)\.answers\[0\]: field 'answer_start' must be int, got str",
+        ),
+        (
+            lambda d: d["data"][0]["paragraphs"][0]["qas"][1].update(id="lh1"),
+            r"qas\[1\] \(id=lh1\): duplicate question id",
+        ),
+        (
+            lambda d: d["data"][0]["paragraphs"][0]["qas"][1].update(answers=[]),
+            r"\(id=lh2\): no answers",
+        ),
+        (
+            lambda d: d["data"][0]["paragraphs"][0]["qas"][1].update(is_impossible=True),
+            r"\(id=lh2\): is_impossible=true in a SQuAD v1.1 dataset",
+        ),
+    ],
+)
 def test_bad_records_are_named(tmp_path, mutate, message):
     data = _v1_copy()
     mutate(data)
@@ -98,8 +128,7 @@ def test_bad_records_are_named(tmp_path, mutate, message):
 
 def test_v2_impossible_with_answers_is_an_error():
     data = copy.deepcopy(read_squad_json(V2))
-    data["data"][0]["paragraphs"][0]["qas"][2]["answers"] = [{"text": "1847",
-                                                              "answer_start": 44}]
+    data["data"][0]["paragraphs"][0]["qas"][2]["answers"] = [{"text": "1847", "answer_start": 44}]
     with pytest.raises(SquadFormatError, match=r"\(id=lh3\): is_impossible=true but"):
         parse_squad(data, "2.0", "v2.json")
 
@@ -151,8 +180,8 @@ def test_gold_positions_reproduce_the_answers(tokenizer, path, version):
     for row in range(len(feats)):
         first, last = _doc_window(feats, row)
         assert ids[row, first - 1] == ids[row, last + 1] == tokenizer.sep_token_id
-        assert (seg[row, :first] == 0).all() and (seg[row, first:last + 2] == 1).all()
-        assert mask[row, :last + 2].all() and not mask[row, last + 2:].any()
+        assert (seg[row, :first] == 0).all() and (seg[row, first : last + 2] == 1).all()
+        assert mask[row, : last + 2].all() and not mask[row, last + 2 :].any()
 
 
 def test_windows_cover_the_context_and_max_context_is_unique(tokenizer):
@@ -167,9 +196,14 @@ def test_windows_cover_the_context_and_max_context_is_unique(tokenizer):
             ctx = np.nonzero(feats.token_spans[row, :, 0] >= 0)[0]
             # a token is identified by its character span and id (a lone "▁" shares the
             # span of the piece after it)
-            spans = [(*s, i) for s, i in zip(feats.token_spans[row, ctx].tolist(),
-                                             feats.arrays["input_ids"][row, ctx].tolist(),
-                                             strict=True)]
+            spans = [
+                (*s, i)
+                for s, i in zip(
+                    feats.token_spans[row, ctx].tolist(),
+                    feats.arrays["input_ids"][row, ctx].tolist(),
+                    strict=True,
+                )
+            ]
             covered.update(spans)
             for pos, span in zip(ctx, spans, strict=True):
                 if feats.max_context[row, pos]:
@@ -212,8 +246,9 @@ def test_postprocess_oracle_logits_score_100(tokenizer, tmp_path, path, version,
     # Windows of ~45 context tokens, stride 16: answers appear in several windows. (With
     # SMALL's ~29-token windows a few answers have their start token's maximal context in
     # a window that cuts the answer, and the max-context rule then rightly skips them.)
-    feats = convert_examples(examples, tokenizer, max_seq_length=64, doc_stride=16,
-                             max_query_length=16)
+    feats = convert_examples(
+        examples, tokenizer, max_seq_length=64, doc_stride=16, max_query_length=16
+    )
     assert len(feats) > 3 * len(examples)
     start, end = _oracle_logits(feats, v2)
     preds = postprocess(feats, start, end, v2, n_best_size=5, max_answer_length=30)
@@ -232,8 +267,7 @@ def test_postprocess_oracle_logits_score_100(tokenizer, tmp_path, path, version,
     if v2:
         assert result["best_exact"] == 100.0
     files = preds.write(tmp_path)
-    assert set(files) == ({"predictions", "nbest", "null_odds"} if v2 else
-                          {"predictions", "nbest"})
+    assert set(files) == ({"predictions", "nbest", "null_odds"} if v2 else {"predictions", "nbest"})
     assert json.loads(files["predictions"].read_text()) == preds.predictions
 
     # the standalone command reads exactly these files

@@ -17,28 +17,36 @@ def _dataset(qas, version="v2.0", context="some context"):
     """A one-paragraph SQuAD file; qas = [(id, [answer texts])] (empty list = unanswerable)."""
     out = []
     for qid, answers in qas:
-        qa = {"id": qid, "question": "?", "answers": [{"text": t, "answer_start": 0}
-                                                      for t in answers]}
+        qa = {
+            "id": qid,
+            "question": "?",
+            "answers": [{"text": t, "answer_start": 0} for t in answers],
+        }
         if version == "v2.0":
             qa["is_impossible"] = not answers
         out.append(qa)
-    return {"version": version, "data": [{"title": "t", "paragraphs": [
-        {"context": context, "qas": out}]}]}
+    return {
+        "version": version,
+        "data": [{"title": "t", "paragraphs": [{"context": context, "qas": out}]}],
+    }
 
 
 # --------------------------------------------------------------------------- normalisation
-@pytest.mark.parametrize("text, expected", [
-    ("The Cat's  hat!", "cats hat"),
-    ("  An apple, a pear and THE end.  ", "apple pear and end"),
-    # articles only as whole words: inside words they stay
-    ("theatre another anathema Thea", "theatre another anathema thea"),
-    # Unicode punctuation is not in string.punctuation: kept
-    ("“Hello” — world…", "“hello” — world…"),
-    ("¿Qué? ¡Sí!", "¿qué ¡sí"),
-    ("a", ""),
-    ("", ""),
-    ("1,000-year-old", "1000yearold"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The Cat's  hat!", "cats hat"),
+        ("  An apple, a pear and THE end.  ", "apple pear and end"),
+        # articles only as whole words: inside words they stay
+        ("theatre another anathema Thea", "theatre another anathema thea"),
+        # Unicode punctuation is not in string.punctuation: kept
+        ("“Hello” — world…", "“hello” — world…"),
+        ("¿Qué? ¡Sí!", "¿qué ¡sí"),
+        ("a", ""),
+        ("", ""),
+        ("1,000-year-old", "1000yearold"),
+    ],
+)
 def test_normalize_answer(text, expected):
     assert sm.normalize_answer(text) == expected
 
@@ -75,8 +83,10 @@ def test_empty_answers():
 def test_several_gold_answers_take_the_max():
     data = _dataset([("q", ["Margaret Ellison", "the engineer Margaret Ellison"])], "1.1")
     # EM: matches the second gold answer after normalisation
-    assert sm.evaluate(data, {"q": "Engineer Margaret Ellison."}) == {"exact_match": 100.0,
-                                                                      "f1": 100.0}
+    assert sm.evaluate(data, {"q": "Engineer Margaret Ellison."}) == {
+        "exact_match": 100.0,
+        "f1": 100.0,
+    }
     # F1: vs first P=1, R=1/2 -> 2/3; vs second P=1, R=1/3 -> 1/2; max = 2/3
     assert sm.evaluate(data, {"q": "Ellison"})["f1"] == pytest.approx(100 * 2 / 3)
 
@@ -108,8 +118,17 @@ def _threshold_case():
 def test_v2_breakdown_and_keys():
     data, preds, _ = _threshold_case()
     out = sm.evaluate(data, preds)
-    assert list(out) == ["exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total",
-                         "NoAns_exact", "NoAns_f1", "NoAns_total"]
+    assert list(out) == [
+        "exact",
+        "f1",
+        "total",
+        "HasAns_exact",
+        "HasAns_f1",
+        "HasAns_total",
+        "NoAns_exact",
+        "NoAns_f1",
+        "NoAns_total",
+    ]
     assert out["exact"] == 25.0 and out["total"] == 4
     assert out["HasAns_exact"] == 50.0 and out["HasAns_total"] == 2
     assert out["NoAns_exact"] == 0.0 and out["NoAns_total"] == 2
@@ -154,8 +173,7 @@ def test_threshold_search_matches_brute_force():
         for key, raw in (("best_exact", exact_raw), ("best_f1", f1_raw)):
             best = 0.0
             for t in itertools.chain([-1.0], na.values()):  # answer iff na <= t
-                total = sum(raw[q] if na[q] <= t else float(not gold[q].has_answer)
-                            for q in gold)
+                total = sum(raw[q] if na[q] <= t else float(not gold[q].has_answer) for q in gold)
                 best = max(best, 100 * total / len(gold))
             assert out[key] == pytest.approx(best)
 
@@ -176,8 +194,11 @@ def test_bad_files_are_named(tmp_path):
     with pytest.raises(sm.SquadEvalError, match=r"dev\.json: line 2, column 18"):
         sm.load_json(bad, "data")
     nofield = tmp_path / "nofield.json"
-    nofield.write_text(json.dumps({"data": [{"paragraphs": [{"context": "x", "qas": [
-        {"id": "q7", "question": "?"}]}]}]}))
+    nofield.write_text(
+        json.dumps(
+            {"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "q7", "question": "?"}]}]}]}
+        )
+    )
     with pytest.raises(sm.SquadEvalError, match=r"nofield\.json.*qas\[0\] \(id=q7\).*answers"):
         sm.evaluate_files(nofield, nofield)
 
@@ -195,9 +216,17 @@ def test_evaluate_squad_command(tmp_path, capsys):
     data, preds, na = _threshold_case()
     for name, obj in (("data.json", data), ("pred.json", preds), ("na.json", na)):
         (tmp_path / name).write_text(json.dumps(obj))
-    out = _run_cli([str(tmp_path / "data.json"), str(tmp_path / "pred.json"),
-                    "--na-prob-file", str(tmp_path / "na.json"),
-                    "--out-file", str(tmp_path / "eval.json")], capsys)
+    out = _run_cli(
+        [
+            str(tmp_path / "data.json"),
+            str(tmp_path / "pred.json"),
+            "--na-prob-file",
+            str(tmp_path / "na.json"),
+            "--out-file",
+            str(tmp_path / "eval.json"),
+        ],
+        capsys,
+    )
     assert out["best_exact"] == 75.0 and out["exact"] == 25.0
     assert json.loads((tmp_path / "eval.json").read_text()) == out
 
@@ -205,4 +234,6 @@ def test_evaluate_squad_command(tmp_path, capsys):
     (tmp_path / "v1.json").write_text(json.dumps(v1))
     (tmp_path / "p1.json").write_text(json.dumps({"a": "Red."}))
     assert _run_cli([str(tmp_path / "v1.json"), str(tmp_path / "p1.json")], capsys) == {
-        "exact_match": 100.0, "f1": 100.0}
+        "exact_match": 100.0,
+        "f1": 100.0,
+    }

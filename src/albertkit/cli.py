@@ -152,6 +152,24 @@ def _add_optional_commands(sub) -> None:
     add_config(sub, sagemaker_defaults_from_env(os.environ))
 
 
+def _error_text(e: BaseException) -> str:
+    """``str(e)``; for TensorFlow runtime errors, without the graph-construction stack
+    ("Detected at node ... defined at", ``File ...`` lines) and the ``{{node ...}}`` noise."""
+    import re
+
+    text = str(e)
+    if not type(e).__module__.startswith("tensorflow"):
+        return text
+    skip = ('File "', "Graph execution error", "Detected at node", "[[")
+    lines = [ln.strip() for ln in text.splitlines()]
+    kept = " ".join(ln for ln in lines if ln and not ln.startswith(skip))
+    kept = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", kept)
+    kept = re.sub(r"\s*\[Op:[^\]]*\](\s*name:.*)?$", "", kept).strip()
+    if "word_embeddings" in text and " is not in [0, " in kept:
+        kept += " (a token id >= model.vocab_size: data made with a larger tokenizer?)"
+    return f"{type(e).__name__}: {kept or text.strip()}"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
@@ -169,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - the CLI turns every failure into one clear line
         if args.debug:
             raise
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_error_text(e)}", file=sys.stderr)
         print("(run with --debug for a traceback)", file=sys.stderr)
         return 2
 

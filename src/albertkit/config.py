@@ -648,7 +648,10 @@ class TrainerConfig(_Section):
         try:
             return cls.model_validate(raw)
         except ValidationError as e:
-            raise ConfigError(f"{source}: invalid configuration:\n{_format_errors(e)}") from None
+            details = _format_errors(e)
+            # one problem stays on the one line the CLI prints; several get a line each
+            details = " " + details.strip() if "\n" not in details else "\n" + details
+            raise ConfigError(f"{source}: invalid configuration:{details}") from None
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike, overrides: list[str] | None = None) -> TrainerConfig:
@@ -735,6 +738,8 @@ def _format_errors(e: ValidationError) -> str:
     lines = []
     for err in e.errors():
         msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "union_tag_not_found":  # a section of a tagged union without kind
+            msg = f"missing {err['ctx']['discriminator']}, which selects the section's type"
         got = err.get("input")
         shown = "" if isinstance(got, dict) else f" (got {got!r})"
         lines.append(f"  {_loc(err)}: {msg}{shown}")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from albertkit.config import TrainerConfig
 
-DEMO_STEPS = 2000
+DEMO_STEPS = 1500
 
 
 def demo_config(run_dir: str | Path = "runs/demo", max_steps: int | None = None,

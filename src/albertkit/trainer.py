@@ -266,7 +266,8 @@ class AlbertTrainer:
                     self._track_best(run, step, last_eval)
                 if step % cfg.checkpoint.every_steps == 0 and step < total:
                     self._save(run, step, "periodic")
-                if self._stop.is_set() or (until_step is not None and step >= until_step):
+                if self._stop_requested(run, step) or (until_step is not None
+                                                       and step >= until_step):
                     interrupted = True
                     log.warning("stopping at step %d (%s): writing a checkpoint", step,
                                 "signal" if self._stop.is_set() else "until_step")
@@ -360,6 +361,23 @@ class AlbertTrainer:
         return metrics
 
     # ================================================================== signals
+    def _stop_requested(self, run: _Run, step: int) -> bool:
+        """Whether to stop after ``step``. With several ranks the decision is collective
+        (a signal reaches ranks at different steps; a rank that stopped alone would leave
+        the others blocked in the next all-reduce), taken every ``log_every_steps``."""
+        dist = run.distributor
+        if dist.size == 1:
+            return self._stop.is_set()
+        if step % self.config.logging.log_every_steps:
+            return False
+        import tensorflow as tf
+
+        flag = tf.constant(1.0 if self._stop.is_set() else 0.0)
+        total = dist.local_value(dist.run(lambda f: dist.reduce_sum({"stop": f}), flag))
+        if float(total["stop"]) > 0:
+            self._stop.set()
+        return self._stop.is_set()
+
     @contextmanager
     def _signals(self):
         """SIGTERM (spot interruption, job stop) and SIGINT ask the loop to checkpoint and stop."""
@@ -426,7 +444,7 @@ def resolve_spec(cfg: TrainerConfig) -> AlbertSpec:
 def _evaluate_stats(run: _Run, data: Any, max_batches: int) -> dict[str, float]:
     """Sum the task's stats over up to ``max_batches`` eval batches; add the MLM baseline."""
     totals: dict[str, float] = {}
-    target_counts: dict[int, float] = {}
+    target_counts = np.zeros(run.spec.vocab_size, np.float64)
     n = 0
     for batch in data.eval():
         stats = run.step.evaluate_batch(batch)
@@ -435,15 +453,24 @@ def _evaluate_stats(run: _Run, data: Any, max_batches: int) -> dict[str, float]:
         if "masked_lm_ids" in batch:
             ids = np.asarray(batch["masked_lm_ids"]).ravel()
             w = np.asarray(batch["masked_lm_weights"]).ravel()
-            for t, c in zip(*np.unique(ids[w > 0], return_counts=True), strict=True):
-                target_counts[int(t)] = target_counts.get(int(t), 0.0) + float(c)
+            np.add.at(target_counts, ids[w > 0], 1.0)
         n += 1
         if n >= max_batches:
             break
+    if run.distributor.size > 1:
+        # The stats above are already global; the baseline's target histogram and the batch
+        # count are summed here, by every rank (a collective: all ranks must call it).
+        import tensorflow as tf
+
+        dist = run.distributor
+        summed = dist.local_value(dist.run(
+            lambda h, b: dist.reduce_sum({"targets": h, "batches": b}),
+            tf.constant(target_counts, tf.float32), tf.constant(float(n))))
+        target_counts, n = np.asarray(summed["targets"]), int(summed["batches"])
     metrics = run.task.metrics(totals)
-    if target_counts:
+    if target_counts.sum() > 0:
         # Baseline: always predict the most frequent masked target of the held-out set.
-        metrics["mlm_baseline_accuracy"] = max(target_counts.values()) / sum(target_counts.values())
+        metrics["mlm_baseline_accuracy"] = float(target_counts.max() / target_counts.sum())
         metrics["mlm_accuracy_over_baseline"] = metrics["mlm_accuracy"] / max(
             metrics["mlm_baseline_accuracy"], 1e-9)
     metrics["eval_batches"] = float(n)
@@ -471,10 +498,17 @@ class _PretrainingData:
                     f"the demo tokenizer has {files.vocab_size} tokens but model.vocab_size="
                     f"{run.spec.vocab_size}")
         elif d.kind == "tfrecord":
-            from albertkit.data.pretraining_dataset import expand_files
+            from albertkit.data.pretraining_dataset import expand_files, read_manifests
 
             self.train_files = expand_files(d.train_files)
             self.eval_files = expand_files(d.eval_files) if d.eval_files else []
+            manifest, _ = read_manifests(self.train_files)  # token ids must fit the model
+            pieces = manifest["tokenizer"]["vocab_size"] if manifest else 0
+            if pieces > run.spec.vocab_size:
+                raise ConfigError(
+                    f"data.train_files: {Path(self.train_files[0]).parent / 'manifest.json'} "
+                    f"says the data's tokenizer has {pieces} tokens but model.vocab_size="
+                    f"{run.spec.vocab_size}")
 
     @property
     def has_eval(self) -> bool:

@@ -25,6 +25,16 @@ def _fail(e: Exception) -> int:
     return 2
 
 
+def _option_errors(e) -> ValueError:
+    """A pydantic ValidationError as one line naming each command-line option and value."""
+    parts = []
+    for err in e.errors():
+        opt = ".".join(str(p) for p in err["loc"]).replace("_", "-")
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"--{opt}: {msg} (got {err.get('input')!r})" if opt else msg)
+    return ValueError("; ".join(parts))
+
+
 def add_train_tokenizer_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``train-tokenizer``: text files -> SentencePiece + HF tokenizer directory."""
     p = subparsers.add_parser(
@@ -60,6 +70,8 @@ def add_train_tokenizer_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run_train_tokenizer(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from albertkit.data.corpus import CorpusError
     from albertkit.data.tokenizer import TokenizerConfig, TokenizerError, train_tokenizer
 
@@ -77,6 +89,8 @@ def run_train_tokenizer(args: argparse.Namespace) -> int:
         )
         t0 = time.time()
         tok = train_tokenizer(args.inputs, args.out, cfg)
+    except ValidationError as e:
+        return _fail(_option_errors(e))
     except (CorpusError, TokenizerError, ValueError) as e:
         return _fail(e)
     print(
@@ -176,14 +190,7 @@ def run_prepare_data(args: argparse.Namespace) -> int:
             keep_work=args.keep_work,
         )
     except ValidationError as e:
-        return _fail(
-            ValueError(
-                "; ".join(
-                    f"--{'.'.join(str(p) for p in err['loc']).replace('_', '-')}: {err['msg']}"
-                    for err in e.errors()
-                )
-            )
-        )
+        return _fail(_option_errors(e))
     except (CorpusError, TokenizerError, DataPreparationError, ValueError) as e:
         return _fail(e)
     summary = {k: manifest[k] for k in ("examples", "documents", "masking", "seq_length")}

@@ -8,7 +8,7 @@ for ``[micro_batch, ...]`` batches, and reads ``has_eval``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -17,13 +17,16 @@ import numpy as np
 class FinetuneDatasets:
     """Train / eval pipelines over feature arrays, sharded by the distributor.
 
-    Order: shuffle (seeded, reshuffled every epoch, identical on every rank) -> repeat ->
-    shard (rank ``r`` takes elements ``r, r + size, ...``) -> micro-batch -> skip (resume
-    position) -> group ``accum`` micro-batches. The order depends only on the seed, so skipping
-    ``step * accum`` micro-batches resumes exactly where a run stopped.
+    Order: shuffle the example *indices* (seeded, reshuffled every epoch, identical on every
+    rank) -> repeat -> shard (rank ``r`` takes elements ``r, r + size, ...``) -> micro-batch ->
+    skip (resume position) -> gather the rows -> group ``accum`` micro-batches. The order
+    depends only on the seed, so skipping ``step * accum`` micro-batches resumes exactly where
+    a run stopped. Shuffling indices instead of rows keeps a single copy of the features
+    (a row shuffle buffer would hold a second one).
 
     Args:
-        train: feature name -> array ``[N, ...]`` (all the same ``N``).
+        train: feature name -> array ``[N, ...]`` (all the same ``N``), or a function that
+            builds them on first use (so evaluation alone never converts the training set).
         eval: the same for evaluation, or None.
         micro_batch_size: examples per replica per micro-batch.
         seed: shuffling seed.
@@ -35,20 +38,29 @@ class FinetuneDatasets:
         >>> batch = next(iter(data.train(skip_micro_batches=0, accum=2)))  # [2, 32, ...]
     """
 
-    def __init__(self, train: Mapping[str, np.ndarray], eval: Mapping[str, np.ndarray] | None,
-                 micro_batch_size: int, seed: int, distributor: Any,
-                 eval_steps: int | None = None) -> None:
-        n = {k: len(v) for k, v in train.items()}
-        if len(set(n.values())) != 1:
-            raise ValueError(f"feature arrays differ in length: {n}")
-        if not next(iter(n.values())):
-            raise ValueError("no training features")
-        self.train_arrays = dict(train)
-        self.eval_arrays = dict(eval) if eval is not None else None
+    def __init__(
+        self,
+        train: Mapping[str, np.ndarray] | Callable[[], Mapping[str, np.ndarray]],
+        eval: Mapping[str, np.ndarray] | None,
+        micro_batch_size: int,
+        seed: int,
+        distributor: Any,
+        eval_steps: int | None = None,
+    ) -> None:
+        self._train_source = train
+        self._train_arrays: dict[str, np.ndarray] | None = None
+        self.eval_arrays = _checked(eval, "evaluation") if eval is not None else None
         self.micro_batch_size = micro_batch_size
         self.seed = seed
         self.distributor = distributor
         self.eval_steps = eval_steps
+
+    @property
+    def train_arrays(self) -> dict[str, np.ndarray]:
+        if self._train_arrays is None:
+            source = self._train_source
+            self._train_arrays = _checked(source() if callable(source) else source, "training")
+        return self._train_arrays
 
     @property
     def has_eval(self) -> bool:
@@ -62,12 +74,27 @@ class FinetuneDatasets:
         """Endless ``[accum, micro_batch, ...]`` batches for this rank."""
         import tensorflow as tf
 
-        ds = tf.data.Dataset.from_tensor_slices(self.train_arrays)
-        ds = ds.shuffle(self.num_train, seed=self.seed, reshuffle_each_iteration=True).repeat()
+        arrays = self.train_arrays
+        names = list(arrays)
+        n = self.num_train
+        ds = tf.data.Dataset.range(n)
+        ds = ds.shuffle(n, seed=self.seed, reshuffle_each_iteration=True).repeat()
         ds = self.distributor.shard(ds)
         ds = ds.batch(self.micro_batch_size, drop_remainder=True)
         if skip_micro_batches:
             ds = ds.skip(skip_micro_batches)
+
+        def gather(index):
+            return [arrays[k][index] for k in names]
+
+        def lookup(index):
+            rows = tf.numpy_function(gather, [index], [tf.as_dtype(arrays[k].dtype) for k in names])
+            return {
+                k: tf.ensure_shape(r, (self.micro_batch_size, *arrays[k].shape[1:]))
+                for k, r in zip(names, rows, strict=True)
+            }
+
+        ds = ds.map(lookup, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         ds = ds.batch(accum, drop_remainder=True).prefetch(2)
         return self.distributor.distribute_dataset(ds)
 
@@ -84,8 +111,9 @@ class FinetuneDatasets:
         return ds.prefetch(2)
 
 
-def padded_batches(arrays: Mapping[str, np.ndarray], batch_size: int
-                   ) -> list[tuple[dict[str, np.ndarray], int]]:
+def padded_batches(
+    arrays: Mapping[str, np.ndarray], batch_size: int
+) -> list[tuple[dict[str, np.ndarray], int]]:
     """Ordered full-size batches (the last one zero-padded) and the count of real rows.
 
     Padding keeps every batch the same shape, so a compiled predict function is traced once.
@@ -96,10 +124,19 @@ def padded_batches(arrays: Mapping[str, np.ndarray], batch_size: int
         rows = min(batch_size, n - i)
         batch = {}
         for k, v in arrays.items():
-            part = v[i:i + rows]
+            part = v[i : i + rows]
             if rows < batch_size:
                 pad = np.zeros((batch_size - rows, *v.shape[1:]), v.dtype)
                 part = np.concatenate([part, pad])
             batch[k] = part
         out.append((batch, rows))
     return out
+
+
+def _checked(arrays: Mapping[str, np.ndarray], what: str) -> dict[str, np.ndarray]:
+    n = {k: len(v) for k, v in arrays.items()}
+    if not n or len(set(n.values())) != 1:
+        raise ValueError(f"{what} feature arrays differ in length: {n}")
+    if what == "training" and not next(iter(n.values())):
+        raise ValueError("no training features")
+    return dict(arrays)

@@ -64,18 +64,28 @@ class GluePreset:
 GLUE_PRESETS: dict[str, GluePreset] = {
     "cola": GluePreset(("sentence",), None, ("label",), ("0", "1"), "mcc", headerless=(3, 1)),
     "sst2": GluePreset(("sentence",), None, ("label",), ("0", "1"), "accuracy"),
-    "mrpc": GluePreset(("#1 String", "sentence1"), ("#2 String", "sentence2"),
-                       ("Quality", "label"), ("0", "1"), "f1"),
-    "qqp": GluePreset(("question1",), ("question2",), ("is_duplicate", "label"), ("0", "1"),
-                      "f1"),
+    "mrpc": GluePreset(
+        ("#1 String", "sentence1"),
+        ("#2 String", "sentence2"),
+        ("Quality", "label"),
+        ("0", "1"),
+        "f1",
+    ),
+    "qqp": GluePreset(("question1",), ("question2",), ("is_duplicate", "label"), ("0", "1"), "f1"),
     "stsb": GluePreset(("sentence1",), ("sentence2",), ("score", "label"), None, "pearson"),
-    "mnli": GluePreset(("sentence1", "premise"), ("sentence2", "hypothesis"),
-                       ("gold_label", "label"), ("entailment", "neutral", "contradiction"),
-                       "accuracy"),
-    "qnli": GluePreset(("question",), ("sentence",), ("label",),
-                       ("entailment", "not_entailment"), "accuracy"),
-    "rte": GluePreset(("sentence1",), ("sentence2",), ("label",),
-                      ("entailment", "not_entailment"), "accuracy"),
+    "mnli": GluePreset(
+        ("sentence1", "premise"),
+        ("sentence2", "hypothesis"),
+        ("gold_label", "label"),
+        ("entailment", "neutral", "contradiction"),
+        "accuracy",
+    ),
+    "qnli": GluePreset(
+        ("question",), ("sentence",), ("label",), ("entailment", "not_entailment"), "accuracy"
+    ),
+    "rte": GluePreset(
+        ("sentence1",), ("sentence2",), ("label",), ("entailment", "not_entailment"), "accuracy"
+    ),
     "wnli": GluePreset(("sentence1",), ("sentence2",), ("label",), ("0", "1"), "accuracy"),
 }
 
@@ -115,8 +125,10 @@ def detect_format(path: Path, fmt: str = "auto") -> Format:
         return "csv"
     if suffix in (".jsonl", ".json", ".ndjson"):
         return "jsonl"
-    raise GlueDataError(f"{path}: cannot tell the format from the extension {suffix!r}; "
-                        "set data.format to tsv, csv or jsonl")
+    raise GlueDataError(
+        f"{path}: cannot tell the format from the extension {suffix!r}; "
+        "set data.format to tsv, csv or jsonl"
+    )
 
 
 def _rows(path: Path, fmt: Format) -> Iterator[tuple[int, list[str] | dict[str, Any]]]:
@@ -134,11 +146,13 @@ def _rows(path: Path, fmt: Format) -> Iterator[tuple[int, list[str] | dict[str, 
                     try:
                         record = json.loads(line)
                     except json.JSONDecodeError as e:
-                        raise GlueDataError(f"{path}:{lineno}: malformed JSON: {e.msg} "
-                                            f"(column {e.colno})") from None
+                        raise GlueDataError(
+                            f"{path}:{lineno}: malformed JSON: {e.msg} (column {e.colno})"
+                        ) from None
                     if not isinstance(record, dict):
-                        raise GlueDataError(f"{path}:{lineno}: expected a JSON object, got "
-                                            f"{type(record).__name__}")
+                        raise GlueDataError(
+                            f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}"
+                        )
                     yield lineno, record
                 return
             if fmt == "tsv":
@@ -161,38 +175,56 @@ def _pick(names: Sequence[str], available: Sequence[str]) -> str | None:
     return None
 
 
-def resolve_columns(header: Sequence[str], path: Path, preset: GluePreset | None,
-                    text_a: str | None, text_b: str | None, label: str | None,
-                    need_label: bool = True) -> Columns:
+def resolve_columns(
+    header: Sequence[str],
+    path: Path,
+    preset: GluePreset | None,
+    text_a: str | None,
+    text_b: str | None,
+    label: str | None,
+    need_label: bool = True,
+) -> Columns:
     """Column names from explicit settings, then the preset, then the usual defaults."""
     a_names = (text_a,) if text_a else (preset.text_a if preset else _DEFAULT_TEXT_A)
     l_names = (label,) if label else (preset.label if preset else _DEFAULT_LABEL)
     col_a = _pick(a_names, header)
     col_l = _pick(l_names, header)
     if col_a is None:
-        raise GlueDataError(f"{path}: no text column {' / '.join(a_names)!s} (columns: "
-                            f"{list(header)}); set data.text_a")
+        raise GlueDataError(
+            f"{path}: no text column {' / '.join(a_names)!s} (columns: "
+            f"{list(header)}); set data.text_a"
+        )
     if col_l is None and need_label:
-        raise GlueDataError(f"{path}: no label column {' / '.join(l_names)!s} (columns: "
-                            f"{list(header)}); set data.label")
+        raise GlueDataError(
+            f"{path}: no label column {' / '.join(l_names)!s} (columns: "
+            f"{list(header)}); set data.label"
+        )
     if text_b:
         col_b = _pick((text_b,), header)
         if col_b is None:
-            raise GlueDataError(f"{path}: no column {text_b!r} for data.text_b (columns: "
-                                f"{list(header)})")
+            raise GlueDataError(
+                f"{path}: no column {text_b!r} for data.text_b (columns: {list(header)})"
+            )
     elif preset is not None:
         col_b = _pick(preset.text_b, header) if preset.text_b else None
         if preset.text_b and col_b is None:
-            raise GlueDataError(f"{path}: no second-sentence column "
-                                f"{' / '.join(preset.text_b)} (columns: {list(header)})")
+            raise GlueDataError(
+                f"{path}: no second-sentence column "
+                f"{' / '.join(preset.text_b)} (columns: {list(header)})"
+            )
     else:
         col_b = None if text_a else _pick(_DEFAULT_TEXT_B, header)
     return Columns(col_a, col_b, col_l if col_l is not None else "")
 
 
-def read_examples(path: str | Path, fmt: str = "auto", task: str | None = None,
-                  text_a: str | None = None, text_b: str | None = None,
-                  label: str | None = None) -> list[TextExample]:
+def read_examples(
+    path: str | Path,
+    fmt: str = "auto",
+    task: str | None = None,
+    text_a: str | None = None,
+    text_b: str | None = None,
+    label: str | None = None,
+) -> list[TextExample]:
     """Read a TSV/CSV/JSONL file of (text_a[, text_b], label) records.
 
     Example:
@@ -220,8 +252,11 @@ def read_examples(path: str | Path, fmt: str = "auto", task: str | None = None,
             raise GlueDataError(f"{path}: empty file (no header, no records)")
         lineno, header = first
         headerless = (
-            preset is not None and preset.headerless is not None and fmt_ == "tsv"
-            and not text_a and _pick(preset.text_a, header) is None
+            preset is not None
+            and preset.headerless is not None
+            and fmt_ == "tsv"
+            and not text_a
+            and _pick(preset.text_a, header) is None
         )
         if headerless:
             # GLUE's CoLA train/dev files: source, label, original mark, sentence; no header.
@@ -232,15 +267,20 @@ def read_examples(path: str | Path, fmt: str = "auto", task: str | None = None,
         else:
             cols = resolve_columns(header, path, preset, text_a, text_b, label)
             index = {name: i for i, name in enumerate(header)}
-            cols = Columns(index[cols.text_a], None if cols.text_b is None else index[cols.text_b],
-                           index[cols.label])
+            cols = Columns(
+                index[cols.text_a],
+                None if cols.text_b is None else index[cols.text_b],
+                index[cols.label],
+            )
             data_rows = rows
             width = len(header)
         for lineno, row in data_rows:
             where = f"{path}:{lineno}"
             if len(row) != width:
-                raise GlueDataError(f"{where}: {len(row)} fields, expected {width} "
-                                    f"(as in the {'first row' if headerless else 'header'})")
+                raise GlueDataError(
+                    f"{where}: {len(row)} fields, expected {width} "
+                    f"(as in the {'first row' if headerless else 'header'})"
+                )
             examples.append(_example(row, cols, where))
     if not examples:
         raise GlueDataError(f"{path}: no records")
@@ -278,8 +318,9 @@ class LabelMap:
         self.labels = None if labels is None else [str(x) for x in labels]
         if self.labels is not None:
             if len(self.labels) < 2:
-                raise GlueDataError(f"a classification task needs at least 2 labels, got "
-                                    f"{self.labels}")
+                raise GlueDataError(
+                    f"a classification task needs at least 2 labels, got {self.labels}"
+                )
             if len(set(self.labels)) != len(self.labels):
                 raise GlueDataError(f"duplicate label names in {self.labels}")
         self._index = {name: i for i, name in enumerate(self.labels or [])}
@@ -298,8 +339,9 @@ class LabelMap:
             try:
                 value = float(raw)
             except ValueError:
-                raise GlueDataError(f"{example.where}: regression label {raw!r} is not a "
-                                    "number") from None
+                raise GlueDataError(
+                    f"{example.where}: regression label {raw!r} is not a number"
+                ) from None
             if not np.isfinite(value):
                 raise GlueDataError(f"{example.where}: regression label {raw!r} is not finite")
             return value
@@ -319,8 +361,9 @@ class LabelMap:
 
 
 # --------------------------------------------------------------------------- features
-def encode_examples(examples: Sequence[TextExample], tokenizer, label_map: LabelMap,
-                    max_seq_length: int) -> dict[str, np.ndarray]:
+def encode_examples(
+    examples: Sequence[TextExample], tokenizer, label_map: LabelMap, max_seq_length: int
+) -> dict[str, np.ndarray]:
     """``[CLS] a [SEP] (b [SEP])`` features, truncating the longer text first.
 
     Truncation is ``longest_first``: one token at a time from the longer of the two texts, as
@@ -332,9 +375,15 @@ def encode_examples(examples: Sequence[TextExample], tokenizer, label_map: Label
     has_b = [b is not None for b in pairs]
     if any(has_b) and not all(has_b):
         raise GlueDataError("some records have a second text and some do not")
-    enc = tokenizer(texts_a, pairs if all(has_b) and has_b else None, truncation=True,
-                    max_length=max_seq_length, padding="max_length",
-                    return_token_type_ids=True, return_attention_mask=True)
+    enc = tokenizer(
+        texts_a,
+        pairs if all(has_b) and has_b else None,
+        truncation=True,
+        max_length=max_seq_length,
+        padding="max_length",
+        return_token_type_ids=True,
+        return_attention_mask=True,
+    )
     return {
         "input_ids": np.asarray(enc["input_ids"], np.int32),
         "input_mask": np.asarray(enc["attention_mask"], np.int32),

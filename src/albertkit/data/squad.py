@@ -84,10 +84,12 @@ def read_squad_json(path: str | Path) -> dict[str, Any]:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
         raise SquadFormatError(
-            f"{path}: line {e.lineno}, column {e.colno}: malformed JSON: {e.msg}") from None
+            f"{path}: line {e.lineno}, column {e.colno}: malformed JSON: {e.msg}"
+        ) from None
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), list):
-        raise SquadFormatError(f"{path}: expected a JSON object with a 'data' list "
-                               "(the official SQuAD format)")
+        raise SquadFormatError(
+            f"{path}: expected a JSON object with a 'data' list (the official SQuAD format)"
+        )
     return raw
 
 
@@ -101,12 +103,12 @@ def _get(record: Any, name: str, kind: type | tuple[type, ...], where: str) -> A
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
         raise SquadFormatError(
-            f"{where}: field {name!r} must be {names}, got {type(value).__name__} {value!r:.60}")
+            f"{where}: field {name!r} must be {names}, got {type(value).__name__} {value!r:.60}"
+        )
     return value
 
 
-def parse_squad(raw: Mapping[str, Any], version: str, source: str = "<data>"
-                ) -> list[SquadExample]:
+def parse_squad(raw: Mapping[str, Any], version: str, source: str = "<data>") -> list[SquadExample]:
     """Validate a parsed SQuAD JSON object and return its questions.
 
     Args:
@@ -127,25 +129,36 @@ def parse_squad(raw: Mapping[str, Any], version: str, source: str = "<data>"
                 qid = str(_get(qa, "id", (str, int), where))
                 where = f"{where} (id={qid})"
                 if qid in seen:
-                    raise SquadFormatError(f"{where}: duplicate question id, first seen at "
-                                           f"{seen[qid]}")
+                    raise SquadFormatError(
+                        f"{where}: duplicate question id, first seen at {seen[qid]}"
+                    )
                 seen[qid] = where
                 question = _get(qa, "question", str, where)
                 impossible = bool(qa.get("is_impossible", False))
                 if not isinstance(qa.get("is_impossible", False), bool):
-                    raise SquadFormatError(f"{where}: field 'is_impossible' must be true/false, "
-                                           f"got {qa['is_impossible']!r}")
-                answers = [_answer(ans, context, f"{where}.answers[{i}]")
-                           for i, ans in enumerate(_get(qa, "answers", list, where))]
+                    raise SquadFormatError(
+                        f"{where}: field 'is_impossible' must be true/false, "
+                        f"got {qa['is_impossible']!r}"
+                    )
+                answers = [
+                    _answer(ans, context, f"{where}.answers[{i}]")
+                    for i, ans in enumerate(_get(qa, "answers", list, where))
+                ]
                 if impossible and version == "1.1":
-                    raise SquadFormatError(f"{where}: is_impossible=true in a SQuAD v1.1 dataset "
-                                           "(set data.version: '2.0')")
+                    raise SquadFormatError(
+                        f"{where}: is_impossible=true in a SQuAD v1.1 dataset "
+                        "(set data.version: '2.0')"
+                    )
                 if impossible and answers:
-                    raise SquadFormatError(f"{where}: is_impossible=true but 'answers' is not "
-                                           "empty (put them in 'plausible_answers')")
+                    raise SquadFormatError(
+                        f"{where}: is_impossible=true but 'answers' is not "
+                        "empty (put them in 'plausible_answers')"
+                    )
                 if not impossible and not answers:
-                    raise SquadFormatError(f"{where}: no answers (an unanswerable v2.0 question "
-                                           "needs is_impossible=true)")
+                    raise SquadFormatError(
+                        f"{where}: no answers (an unanswerable v2.0 question "
+                        "needs is_impossible=true)"
+                    )
                 examples.append(SquadExample(qid, question, context, answers, impossible, where))
     return examples
 
@@ -158,12 +171,14 @@ def _answer(record: Any, context: str, where: str) -> SquadAnswer:
     if start < 0 or start + len(text) > len(context):
         raise SquadFormatError(
             f"{where}: answer_start={start} with text length {len(text)} lies outside the "
-            f"context ({len(context)} characters)")
-    found = context[start:start + len(text)]
+            f"context ({len(context)} characters)"
+        )
+    found = context[start : start + len(text)]
     if found != text:
         raise SquadFormatError(
             f"{where}: answer text {text!r:.60} does not match the context at answer_start="
-            f"{start} ({found!r:.60})")
+            f"{start} ({found!r:.60})"
+        )
     return SquadAnswer(text, start)
 
 
@@ -194,7 +209,8 @@ def load_tokenizer(path: str | Path, do_lower_case: bool | None = None):
     if not (path / "tokenizer.json").is_file():
         raise FileNotFoundError(
             f"{path}: no tokenizer.json (fine-tuning needs the fast tokenizer's character "
-            "offsets; write it with albertkit.data.tokenizer.export_hf_directory)")
+            "offsets; write it with albertkit.data.tokenizer.export_hf_directory)"
+        )
     kwargs = {} if do_lower_case is None else {"do_lower_case": do_lower_case}
     try:
         return AlbertTokenizer.from_pretrained(str(path), **kwargs)
@@ -221,6 +237,9 @@ class SquadFeatures:
             example's context; ``-1`` for question, special and padding tokens.
         max_context: ``[N, L]`` bool, the token has its maximal context in this window.
         examples: the examples the windows came from.
+
+    ``token_spans``/``max_context`` are only needed to post-process predictions; training
+    features are built without them (``with_spans=False``: shape ``[0, L, 2]`` / ``[0, L]``).
     """
 
     arrays: dict[str, np.ndarray]
@@ -235,7 +254,7 @@ class SquadFeatures:
     def answer_text(self, row: int, start: int, end: int) -> str:
         """Context text covered by token positions ``start..end`` (inclusive) of window ``row``."""
         ctx = self.examples[int(self.example_index[row])].context
-        return ctx[self.token_spans[row, start, 0]:self.token_spans[row, end, 1]]
+        return ctx[self.token_spans[row, start, 0] : self.token_spans[row, end, 1]]
 
 
 def _windows(n_tokens: int, max_tokens: int, stride: int) -> list[tuple[int, int]]:
@@ -278,35 +297,50 @@ def _char_to_token_span(spans: np.ndarray, start: int, end: int) -> tuple[int, i
     return int(first[0]), int(last[-1])
 
 
-def convert_examples(examples: Sequence[SquadExample], tokenizer, max_seq_length: int = 384,
-                     doc_stride: int = 128, max_query_length: int = 64,
-                     progress: bool = False) -> SquadFeatures:
+def convert_examples(
+    examples: Sequence[SquadExample],
+    tokenizer,
+    max_seq_length: int = 384,
+    doc_stride: int = 128,
+    max_query_length: int = 64,
+    progress: bool = False,
+    with_spans: bool = True,
+) -> SquadFeatures:
     """Tokenize and window ``examples`` (see the module docstring for the layout).
 
     Gold positions come from each example's first answer (SQuAD training sets have one).
+    ``with_spans=False`` skips the post-processing arrays (3 KB per 384-token window).
     """
     from tqdm.auto import tqdm
 
     cls_id, sep_id, pad_id = _special_ids(tokenizer)
     contexts = list(dict.fromkeys(ex.context for ex in examples))
     ctx_enc = tokenizer(contexts, add_special_tokens=False, return_offsets_mapping=True)
-    ctx_of = {c: (ids, np.asarray(off, np.int64).reshape(-1, 2))
-              for c, ids, off in zip(contexts, ctx_enc["input_ids"], ctx_enc["offset_mapping"],
-                                     strict=True)}
+    ctx_of = {
+        c: (ids, np.asarray(off, np.int64).reshape(-1, 2))
+        for c, ids, off in zip(
+            contexts, ctx_enc["input_ids"], ctx_enc["offset_mapping"], strict=True
+        )
+    }
     q_ids = tokenizer([ex.question for ex in examples], add_special_tokens=False)["input_ids"]
 
     L = max_seq_length
     rows: dict[str, list] = {k: [] for k in FEATURE_NAMES}
     example_index, token_spans, max_ctx = [], [], []
     unmappable = 0
-    for ei, ex in enumerate(tqdm(examples, desc="SQuAD features", unit="question",
-                                 disable=not progress, mininterval=2.0)):
+    for ei, ex in enumerate(
+        tqdm(
+            examples, desc="SQuAD features", unit="question", disable=not progress, mininterval=2.0
+        )
+    ):
         doc_ids, doc_spans = ctx_of[ex.context]
         query = list(q_ids[ei][:max_query_length])
         max_doc = L - len(query) - 3
         if max_doc <= 0:
-            raise ValueError(f"max_seq_length={L} leaves no room for the context after a "
-                             f"{len(query)}-token question")
+            raise ValueError(
+                f"max_seq_length={L} leaves no room for the context after a "
+                f"{len(query)}-token question"
+            )
         windows = _windows(len(doc_ids), max_doc, doc_stride)
         best_window = _max_context(windows, len(doc_ids))
         gold = None
@@ -317,7 +351,7 @@ def convert_examples(examples: Sequence[SquadExample], tokenizer, max_seq_length
                 unmappable += 1
         offset = len(query) + 2  # [CLS] question [SEP]
         for w, (start, length) in enumerate(windows):
-            ids = [cls_id, *query, sep_id, *doc_ids[start:start + length], sep_id]
+            ids = [cls_id, *query, sep_id, *doc_ids[start : start + length], sep_id]
             n = len(ids)
             input_ids = np.full(L, pad_id, np.int32)
             input_ids[:n] = ids
@@ -326,25 +360,25 @@ def convert_examples(examples: Sequence[SquadExample], tokenizer, max_seq_length
             segments = np.zeros(L, np.int32)
             segments[offset:n] = 1
             spans = np.full((L, 2), -1, np.int32)
-            spans[offset:offset + length] = doc_spans[start:start + length]
+            spans[offset : offset + length] = doc_spans[start : start + length]
             is_max = np.zeros(L, bool)
-            is_max[offset:offset + length] = best_window[start:start + length] == w
+            is_max[offset : offset + length] = best_window[start : start + length] == w
             s_pos = e_pos = 0
             if gold is not None and gold[0] >= start and gold[1] < start + length:
                 s_pos, e_pos = gold[0] - start + offset, gold[1] - start + offset
-            for k, v in zip(FEATURE_NAMES, (input_ids, mask, segments, s_pos, e_pos),
-                            strict=True):
+            for k, v in zip(FEATURE_NAMES, (input_ids, mask, segments, s_pos, e_pos), strict=True):
                 rows[k].append(v)
             example_index.append(ei)
-            token_spans.append(spans)
-            max_ctx.append(is_max)
+            if with_spans:
+                token_spans.append(spans)
+                max_ctx.append(is_max)
     if unmappable:
-        log.warning("%d answers cover no token after tokenization; they point at [CLS]",
-                    unmappable)
+        log.warning("%d answers cover no token after tokenization; they point at [CLS]", unmappable)
     arrays = {k: np.asarray(v, np.int32) for k, v in rows.items()}
     if not example_index:
-        arrays = {k: np.zeros((0, L) if k in FEATURE_NAMES[:3] else (0,), np.int32)
-                  for k in FEATURE_NAMES}
+        arrays = {
+            k: np.zeros((0, L) if k in FEATURE_NAMES[:3] else (0,), np.int32) for k in FEATURE_NAMES
+        }
     return SquadFeatures(
         arrays=arrays,
         example_index=np.asarray(example_index, np.int64),

@@ -360,6 +360,7 @@ def _training_sentences(
     sentences: Iterable[str] | None,
     config: TokenizerConfig,
     counter: list[int],
+    errors: list[Exception] | None = None,
 ) -> Iterator[str]:
     if sentences is not None:
         source: Iterable[str] = sentences
@@ -373,11 +374,16 @@ def _training_sentences(
             )
             for s in doc.sentences
         )
-    for s in source:
-        s = normalize_text(s, lowercase=config.lowercase, keep_accents=config.keep_accents)
-        if s:
-            counter[0] += 1
-            yield s
+    try:
+        for s in source:
+            s = normalize_text(s, lowercase=config.lowercase, keep_accents=config.keep_accents)
+            if s:
+                counter[0] += 1
+                yield s
+    except Exception as e:  # SentencePiece re-wraps it as RuntimeError: keep the original
+        if errors is not None:
+            errors.append(e)
+        raise
 
 
 def train_tokenizer(
@@ -404,13 +410,14 @@ def train_tokenizer(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     counter = [0]
+    errors: list[Exception] = []
     specials = [CLS, SEP, MASK]
     spm.set_random_generator_seed(config.seed)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".spm-") as tmp:
         prefix = str(Path(tmp) / "spiece")
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=_training_sentences(inputs, sentences, config, counter),
+                sentence_iterator=_training_sentences(inputs, sentences, config, counter, errors),
                 model_prefix=prefix,
                 model_type="unigram",
                 vocab_size=config.vocab_size,
@@ -431,6 +438,8 @@ def train_tokenizer(
             )
         except RuntimeError as e:
             msg = str(e)
+            if errors:  # an input problem (e.g. CorpusError naming file and line)
+                raise errors[0] from None
             if counter[0] == 0:
                 raise TokenizerError(
                     "tokenizer training got no sentences (inputs empty?)"

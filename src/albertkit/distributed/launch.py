@@ -119,6 +119,9 @@ def launch_local(command: Sequence[str], nproc: int, backend: str,
     base[LAUNCHED_ENV] = "1"
     base.setdefault("PYTHONUNBUFFERED", "1")
     if backend == "horovod":
+        # Gloo's rendezvous waits 30 s by default: too short while N processes import
+        # TensorFlow on a busy machine.
+        base.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS", "180")
         argvs = [horovodrun_command(command, nproc)]
         envs = [base]
         labels = ["hvd"]

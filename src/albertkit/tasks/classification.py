@@ -81,7 +81,7 @@ def average_ranks(x: np.ndarray) -> np.ndarray:
         j = i
         while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
             j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
         i = j + 1
     return ranks
 
@@ -91,16 +91,21 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return pearson(average_ranks(x), average_ranks(y))
 
 
-def classification_metrics(labels: np.ndarray, outputs: np.ndarray, regression: bool
-                           ) -> dict[str, float]:
+def classification_metrics(
+    labels: np.ndarray, outputs: np.ndarray, regression: bool
+) -> dict[str, float]:
     """Every applicable metric from gold labels and model outputs (logits or scores)."""
     outputs = np.asarray(outputs, np.float64)
     if regression:
         scores = outputs.reshape(-1)
         labels = np.asarray(labels, np.float64).reshape(-1)
         p, s = pearson(scores, labels), spearman(scores, labels)
-        return {"pearson": p, "spearman": s, "pearson_spearman": (p + s) / 2.0,
-                "mse": float(np.mean((scores - labels) ** 2)) if labels.size else 0.0}
+        return {
+            "pearson": p,
+            "spearman": s,
+            "pearson_spearman": (p + s) / 2.0,
+            "mse": float(np.mean((scores - labels) ** 2)) if labels.size else 0.0,
+        }
     preds = outputs.argmax(axis=-1)
     labels = np.asarray(labels, np.int64).reshape(-1)
     out = {"accuracy": accuracy(labels, preds), "mcc": matthews_corrcoef(labels, preds)}
@@ -132,8 +137,9 @@ class ClassificationTask:
 
     name = "classification"
 
-    def __init__(self, spec: AlbertSpec, data: ClassificationData,
-                 dtype: str | None = None) -> None:
+    def __init__(
+        self, spec: AlbertSpec, data: ClassificationData, dtype: str | None = None
+    ) -> None:
         self.spec = spec
         self.data = data
         self.dtype = dtype
@@ -155,8 +161,10 @@ class ClassificationTask:
         if self._label_map is None:
             if self.regression:
                 if self.data.labels:
-                    raise ValueError("data.labels is set but the task is a regression "
-                                     "(data.regression / task stsb)")
+                    raise ValueError(
+                        "data.labels is set but the task is a regression "
+                        "(data.regression / task stsb)"
+                    )
                 self._label_map = LabelMap(None)
             elif self.data.labels:
                 self._label_map = LabelMap(self.data.labels)
@@ -164,8 +172,9 @@ class ClassificationTask:
                 self._label_map = LabelMap(self.preset.labels)
             else:
                 self._label_map = LabelMap.infer(self.train_examples)
-                log.info("labels inferred from %s: %s", self.data.train_file,
-                         self._label_map.labels)
+                log.info(
+                    "labels inferred from %s: %s", self.data.train_file, self._label_map.labels
+                )
         return self._label_map
 
     @property
@@ -196,8 +205,9 @@ class ClassificationTask:
             "labels": tf.zeros([batch_size], tf.float32 if self.regression else tf.int32),
         }
 
-    def loss_and_stats(self, model: keras.Model, batch: Batch, training: bool
-                       ) -> tuple[tf.Tensor, Stats]:
+    def loss_and_stats(
+        self, model: keras.Model, batch: Batch, training: bool
+    ) -> tuple[tf.Tensor, Stats]:
         out = model({k: batch[k] for k in MODEL_INPUTS}, training=training)
         logits = tf.cast(out["logits"], tf.float32)  # [B, num_labels]
         n = tf.cast(tf.shape(logits)[0], tf.float32)
@@ -208,16 +218,24 @@ class ClassificationTask:
             x = tf.reshape(logits, [-1])
             y = tf.reshape(tf.cast(batch["labels"], tf.float32), [-1])
             se = tf.square(x - y)
-            stats = {"loss_sum": tf.reduce_sum(se), "examples": n,
-                     "sum_x": tf.reduce_sum(x), "sum_y": tf.reduce_sum(y),
-                     "sum_xx": tf.reduce_sum(x * x), "sum_yy": tf.reduce_sum(y * y),
-                     "sum_xy": tf.reduce_sum(x * y)}
+            stats = {
+                "loss_sum": tf.reduce_sum(se),
+                "examples": n,
+                "sum_x": tf.reduce_sum(x),
+                "sum_y": tf.reduce_sum(y),
+                "sum_xx": tf.reduce_sum(x * x),
+                "sum_yy": tf.reduce_sum(y * y),
+                "sum_xy": tf.reduce_sum(x * y),
+            }
             return tf.reduce_mean(se), stats
         labels = tf.reshape(tf.cast(batch["labels"], tf.int32), [-1])
         ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
         preds = tf.argmax(logits, -1, output_type=tf.int32)
-        stats = {"loss_sum": tf.reduce_sum(ce), "examples": n,
-                 "correct": tf.reduce_sum(tf.cast(tf.equal(preds, labels), tf.float32))}
+        stats = {
+            "loss_sum": tf.reduce_sum(ce),
+            "examples": n,
+            "correct": tf.reduce_sum(tf.cast(tf.equal(preds, labels), tf.float32)),
+        }
         if self.num_labels == 2:
             pos_p, pos_l = tf.equal(preds, 1), tf.equal(labels, 1)
             stats["tp"] = tf.reduce_sum(tf.cast(pos_p & pos_l, tf.float32))
@@ -250,8 +268,10 @@ class ClassificationTask:
             self._tokenizer = load_tokenizer(self.data.tokenizer, self.data.do_lower_case)
             vocab = len(self._tokenizer)
             if vocab > self.spec.vocab_size:
-                raise ValueError(f"data.tokenizer={self.data.tokenizer} has {vocab} tokens but "
-                                 f"model.vocab_size={self.spec.vocab_size}")
+                raise ValueError(
+                    f"data.tokenizer={self.data.tokenizer} has {vocab} tokens but "
+                    f"model.vocab_size={self.spec.vocab_size}"
+                )
         return self._tokenizer
 
     def read(self, path: str | Path):
@@ -275,32 +295,56 @@ class ClassificationTask:
         return self._eval_arrays
 
     def datasets(self, cfg: TrainerConfig, distributor: Any):
-        """Train / eval pipelines (see :class:`~albertkit.data.finetune.FinetuneDatasets`)."""
+        """Train / eval pipelines (see :class:`~albertkit.data.finetune.FinetuneDatasets`).
+
+        Training features are built on the first ``train()`` call.
+        """
         from albertkit.data.finetune import FinetuneDatasets
 
-        train = self.features(self.train_examples)
+        def train_arrays():
+            train = self.features(self.train_examples)
+            kind = "regression" if self.regression else f"labels {self.label_map.labels}"
+            log.info(
+                "classification: %d training records from %s (%s)",
+                len(train["labels"]),
+                self.data.train_file,
+                kind,
+            )
+            return train
+
         evals = self.eval_arrays() if self.data.eval_file is not None else None
-        log.info("classification: %d training records from %s (%s)", len(train["labels"]),
-                 self.data.train_file,
-                 "regression" if self.regression else f"labels {self.label_map.labels}")
-        return FinetuneDatasets(train, evals, cfg.runtime.micro_batch_size, cfg.runtime.seed,
-                                distributor, eval_steps=cfg.runtime.eval_steps)
+        return FinetuneDatasets(
+            train_arrays,
+            evals,
+            cfg.runtime.micro_batch_size,
+            cfg.runtime.seed,
+            distributor,
+            eval_steps=cfg.runtime.eval_steps,
+        )
 
     # ------------------------------------------------------------------ evaluation
-    def predict(self, model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int,
-                step: Any = None) -> np.ndarray:
+    def predict(
+        self, model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int, step: Any = None
+    ) -> np.ndarray:
         """Model outputs (logits, or scores ``[N, 1]``) for every record, in order."""
         from albertkit.data.finetune import padded_batches
         from albertkit.tasks.squad import forward_fn
 
         predict = forward_fn(model, step)
-        outs = [np.asarray(predict(batch)["logits"])[:rows]
-                for batch, rows in padded_batches({k: arrays[k] for k in MODEL_INPUTS},
-                                                  batch_size)]
+        outs = [
+            np.asarray(predict(batch)["logits"])[:rows]
+            for batch, rows in padded_batches({k: arrays[k] for k in MODEL_INPUTS}, batch_size)
+        ]
         return np.concatenate(outs) if outs else np.zeros((0, self.num_labels))
 
-    def evaluate(self, model: keras.Model, step: Any, data: Any, cfg: TrainerConfig,
-                 run_dir: str | Path | None) -> dict[str, float]:
+    def evaluate(
+        self,
+        model: keras.Model,
+        step: Any,
+        data: Any,
+        cfg: TrainerConfig,
+        run_dir: str | Path | None,
+    ) -> dict[str, float]:
         """Metrics over the whole eval file (no collectives: any rank may run it).
 
         Returns ``accuracy``, ``mcc``, and for two classes ``f1``/``accuracy_f1``; for

@@ -18,17 +18,34 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "evaluate-squad",
         help="score SQuAD predictions with the official v1.1/v2.0 metrics",
         description="Score predictions.json against an official SQuAD file. The version is "
-                    "read from the data file unless --version is given.",
+        "read from the data file unless --version is given.",
     )
     p.add_argument("data_file", type=Path, metavar="DATA.json", help="official SQuAD dataset")
-    p.add_argument("pred_file", type=Path, metavar="PREDICTIONS.json",
-                   help="question id -> answer text ('' = no answer)")
-    p.add_argument("--na-prob-file", type=Path, default=None, metavar="F",
-                   help="question id -> no-answer score (v2.0; e.g. null_odds.json)")
-    p.add_argument("--na-prob-thresh", type=float, default=1.0,
-                   help="predict no answer when the no-answer score exceeds this (default 1.0)")
-    p.add_argument("--version", choices=["1.1", "2.0"], default=None,
-                   help="SQuAD version (default: from the data file)")
+    p.add_argument(
+        "pred_file",
+        type=Path,
+        metavar="PREDICTIONS.json",
+        help="question id -> answer text ('' = no answer)",
+    )
+    p.add_argument(
+        "--na-prob-file",
+        type=Path,
+        default=None,
+        metavar="F",
+        help="question id -> no-answer score (v2.0; e.g. null_odds.json)",
+    )
+    p.add_argument(
+        "--na-prob-thresh",
+        type=float,
+        default=1.0,
+        help="predict no answer when the no-answer score exceeds this (default 1.0)",
+    )
+    p.add_argument(
+        "--version",
+        choices=["1.1", "2.0"],
+        default=None,
+        help="SQuAD version (default: from the data file)",
+    )
     p.add_argument("--out-file", type=Path, default=None, help="also write the JSON here")
     p.set_defaults(func=run)
     return p
@@ -38,8 +55,13 @@ def run(args: argparse.Namespace) -> int:
     from albertkit.config import atomic_write_text
     from albertkit.tasks.squad_metrics import evaluate_files
 
-    result = evaluate_files(args.data_file, args.pred_file, args.na_prob_file,
-                            version=args.version, na_prob_thresh=args.na_prob_thresh)
+    result = evaluate_files(
+        args.data_file,
+        args.pred_file,
+        args.na_prob_file,
+        version=args.version,
+        na_prob_thresh=args.na_prob_thresh,
+    )
     text = json.dumps(result, indent=2)
     print(text)
     if args.out_file is not None:

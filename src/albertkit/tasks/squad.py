@@ -72,12 +72,16 @@ class SquadPredictions:
     def write(self, out_dir: str | Path) -> dict[str, Path]:
         """Write predictions.json, nbest_predictions.json and (v2.0) null_odds.json."""
         out_dir = Path(out_dir)
-        files = {"predictions": out_dir / "predictions.json",
-                 "nbest": out_dir / "nbest_predictions.json"}
-        atomic_write_text(files["predictions"], json.dumps(self.predictions, indent=2,
-                                                           ensure_ascii=False) + "\n")
-        atomic_write_text(files["nbest"], json.dumps(self.nbest, indent=2,
-                                                     ensure_ascii=False) + "\n")
+        files = {
+            "predictions": out_dir / "predictions.json",
+            "nbest": out_dir / "nbest_predictions.json",
+        }
+        atomic_write_text(
+            files["predictions"], json.dumps(self.predictions, indent=2, ensure_ascii=False) + "\n"
+        )
+        atomic_write_text(
+            files["nbest"], json.dumps(self.nbest, indent=2, ensure_ascii=False) + "\n"
+        )
         if self.null_odds is not None:
             files["null_odds"] = out_dir / "null_odds.json"
             atomic_write_text(files["null_odds"], json.dumps(self.null_odds, indent=2) + "\n")
@@ -93,15 +97,22 @@ def _softmax(scores: list[float]) -> list[float]:
     return [e / total for e in exps]
 
 
-def postprocess(features: SquadFeatures, start_logits: np.ndarray, end_logits: np.ndarray,
-                version_2: bool, n_best_size: int = 20, max_answer_length: int = 30,
-                null_score_diff_threshold: float = 0.0) -> SquadPredictions:
+def postprocess(
+    features: SquadFeatures,
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    version_2: bool,
+    n_best_size: int = 20,
+    max_answer_length: int = 30,
+    null_score_diff_threshold: float = 0.0,
+) -> SquadPredictions:
     """Turn per-window logits ``[N, L]`` into answers (see the module docstring)."""
     start_logits = np.asarray(start_logits, np.float64)
     end_logits = np.asarray(end_logits, np.float64)
     if start_logits.shape != (len(features), features.token_spans.shape[1]):
-        raise ValueError(f"logits shape {start_logits.shape} does not match the "
-                         f"{len(features)} features")
+        raise ValueError(
+            f"logits shape {start_logits.shape} does not match the {len(features)} features"
+        )
     by_example: dict[int, list[int]] = {}
     for row, ei in enumerate(features.example_index):
         by_example.setdefault(int(ei), []).append(row)
@@ -145,13 +156,19 @@ def postprocess(features: SquadFeatures, start_logits: np.ndarray, end_logits: n
         if version_2:
             # The null answer competes in the n-best list with its own score (so the list
             # holds up to n_best_size + 1 entries, as in Google's run_squad).
-            entries.append({"text": "", "start_logit": float(null_start),
-                            "end_logit": float(null_end)})
+            entries.append(
+                {"text": "", "start_logit": float(null_start), "end_logit": float(null_end)}
+            )
             entries.sort(key=lambda x: x["start_logit"] + x["end_logit"], reverse=True)
         probs = _softmax([x["start_logit"] + x["end_logit"] for x in entries])
         nbest_out[ex.qid] = [
-            {"text": x["text"], "probability": p, "start_logit": x["start_logit"],
-             "end_logit": x["end_logit"]} for x, p in zip(entries, probs, strict=True)
+            {
+                "text": x["text"],
+                "probability": p,
+                "start_logit": x["start_logit"],
+                "end_logit": x["end_logit"],
+            }
+            for x, p in zip(entries, probs, strict=True)
         ]
         best_non_null[ex.qid] = non_null["text"] if non_null else ""
         if not version_2:
@@ -163,8 +180,7 @@ def postprocess(features: SquadFeatures, start_logits: np.ndarray, end_logits: n
             diff = float(null_score - non_null["start_logit"] - non_null["end_logit"])
         null_odds[ex.qid] = diff
         predictions[ex.qid] = "" if diff > null_score_diff_threshold else non_null["text"]
-    return SquadPredictions(predictions, nbest_out, null_odds if version_2 else None,
-                            best_non_null)
+    return SquadPredictions(predictions, nbest_out, null_odds if version_2 else None, best_non_null)
 
 
 # --------------------------------------------------------------------------- the task
@@ -219,8 +235,9 @@ class SquadTask:
             "end_positions": tf.zeros([batch_size], tf.int32),
         }
 
-    def loss_and_stats(self, model: keras.Model, batch: Batch, training: bool
-                       ) -> tuple[tf.Tensor, Stats]:
+    def loss_and_stats(
+        self, model: keras.Model, batch: Batch, training: bool
+    ) -> tuple[tf.Tensor, Stats]:
         out = model({k: batch[k] for k in MODEL_INPUTS}, training=training)
         start_logits = tf.cast(out["start_logits"], tf.float32)  # [B, L]
         end_logits = tf.cast(out["end_logits"], tf.float32)
@@ -228,7 +245,8 @@ class SquadTask:
         ends = tf.reshape(tf.cast(batch["end_positions"], tf.int32), [-1])
         ce = 0.5 * (
             tf.nn.sparse_softmax_cross_entropy_with_logits(labels=starts, logits=start_logits)
-            + tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ends, logits=end_logits))
+            + tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ends, logits=end_logits)
+        )
         start_hit = tf.equal(tf.argmax(start_logits, -1, output_type=tf.int32), starts)
         end_hit = tf.equal(tf.argmax(end_logits, -1, output_type=tf.int32), ends)
         stats = {
@@ -256,14 +274,25 @@ class SquadTask:
             self._tokenizer = load_tokenizer(self.data.tokenizer, self.data.do_lower_case)
             vocab = len(self._tokenizer)
             if vocab > self.spec.vocab_size:
-                raise ValueError(f"data.tokenizer={self.data.tokenizer} has {vocab} tokens but "
-                                 f"model.vocab_size={self.spec.vocab_size}")
+                raise ValueError(
+                    f"data.tokenizer={self.data.tokenizer} has {vocab} tokens but "
+                    f"model.vocab_size={self.spec.vocab_size}"
+                )
         return self._tokenizer
 
-    def features(self, examples: list[SquadExample], progress: bool = False) -> SquadFeatures:
+    def features(
+        self, examples: list[SquadExample], progress: bool = False, with_spans: bool = True
+    ) -> SquadFeatures:
         d = self.data
-        return convert_examples(examples, self.tokenizer, d.max_seq_length, d.doc_stride,
-                                d.max_query_length, progress=progress)
+        return convert_examples(
+            examples,
+            self.tokenizer,
+            d.max_seq_length,
+            d.doc_stride,
+            d.max_query_length,
+            progress=progress,
+            with_spans=with_spans,
+        )
 
     def eval_set(self, progress: bool = False) -> tuple[dict[str, Any], SquadFeatures]:
         """The parsed eval JSON (for the official metric) and its features, built once."""
@@ -276,25 +305,42 @@ class SquadTask:
         return self._eval
 
     def datasets(self, cfg: TrainerConfig, distributor: Any):
-        """Train / eval pipelines (see :class:`~albertkit.data.finetune.FinetuneDatasets`)."""
+        """Train / eval pipelines (see :class:`~albertkit.data.finetune.FinetuneDatasets`).
+
+        The training set is read and converted on the first ``train()`` call, so evaluating a
+        run never converts it.
+        """
         from albertkit.data.finetune import FinetuneDatasets
 
         progress = bool(distributor.is_chief and cfg.logging.progress_bar)
-        train = self.features(read_squad(self.data.train_file, self.data.version), progress)
+
+        def train_arrays():
+            d = self.data
+            train = self.features(read_squad(d.train_file, d.version), progress, with_spans=False)
+            log.info("SQuAD v%s: %d training windows from %s", d.version, len(train), d.train_file)
+            return {k: train.arrays[k] for k in FEATURE_NAMES}
+
         eval_arrays = None
         if self.data.eval_file is not None:
-            eval_arrays = self.eval_set(progress)[1].arrays
-        log.info("SQuAD v%s: %d training windows from %s", self.data.version, len(train),
-                 self.data.train_file)
+            eval_arrays = {k: self.eval_set(progress)[1].arrays[k] for k in FEATURE_NAMES}
         return FinetuneDatasets(
-            {k: train.arrays[k] for k in FEATURE_NAMES},
-            {k: eval_arrays[k] for k in FEATURE_NAMES} if eval_arrays is not None else None,
-            cfg.runtime.micro_batch_size, cfg.runtime.seed, distributor,
-            eval_steps=cfg.runtime.eval_steps)
+            train_arrays,
+            eval_arrays,
+            cfg.runtime.micro_batch_size,
+            cfg.runtime.seed,
+            distributor,
+            eval_steps=cfg.runtime.eval_steps,
+        )
 
     # ------------------------------------------------------------------ evaluation
-    def predict_logits(self, model: keras.Model, features: SquadFeatures, batch_size: int,
-                       step: Any = None, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def predict_logits(
+        self,
+        model: keras.Model,
+        features: SquadFeatures,
+        batch_size: int,
+        step: Any = None,
+        progress: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Start/end logits ``[N, L]`` for every window (all of them, on every rank)."""
         from tqdm.auto import tqdm
 
@@ -303,8 +349,9 @@ class SquadTask:
         predict = forward_fn(model, step)
         starts, ends = [], []
         batches = padded_batches({k: features.arrays[k] for k in MODEL_INPUTS}, batch_size)
-        for batch, rows in tqdm(batches, desc="SQuAD eval", unit="batch", disable=not progress,
-                                leave=False):
+        for batch, rows in tqdm(
+            batches, desc="SQuAD eval", unit="batch", disable=not progress, leave=False
+        ):
             out = predict(batch)
             starts.append(np.asarray(out["start_logits"])[:rows])
             ends.append(np.asarray(out["end_logits"])[:rows])
@@ -313,8 +360,15 @@ class SquadTask:
             return np.zeros((0, L)), np.zeros((0, L))
         return np.concatenate(starts), np.concatenate(ends)
 
-    def evaluate(self, model: keras.Model, step: Any, data: Any, cfg: TrainerConfig,
-                 run_dir: str | Path | None, write: bool | None = None) -> dict[str, float]:
+    def evaluate(
+        self,
+        model: keras.Model,
+        step: Any,
+        data: Any,
+        cfg: TrainerConfig,
+        run_dir: str | Path | None,
+        write: bool | None = None,
+    ) -> dict[str, float]:
         """Run the model over every eval window, post-process, score with the official metric.
 
         Makes no collective calls: every rank may run it (each computes the full result) or
@@ -329,18 +383,31 @@ class SquadTask:
         write = chief if write is None else write
         progress = bool(chief and cfg.logging.progress_bar)
         raw, features = self.eval_set(progress)
-        start, end = self.predict_logits(model, features, cfg.runtime.micro_batch_size, step,
-                                         progress)
-        preds = postprocess(features, start, end, self.version_2, self.data.n_best_size,
-                            self.data.max_answer_length, self.data.null_score_diff_threshold)
+        start, end = self.predict_logits(
+            model, features, cfg.runtime.micro_batch_size, step, progress
+        )
+        preds = postprocess(
+            features,
+            start,
+            end,
+            self.version_2,
+            self.data.n_best_size,
+            self.data.max_answer_length,
+            self.data.null_score_diff_threshold,
+        )
         source = str(self.data.eval_file)
         if self.version_2:
             # Score the best non-null answers with null_odds as the no-answer probability and
             # the threshold used for predictions.json: `exact`/`f1` are then exactly the
             # scores of predictions.json, and the threshold search sees every answer.
             result = squad_metrics.evaluate(
-                raw, preds.best_non_null, preds.null_odds, "2.0",
-                na_prob_thresh=self.data.null_score_diff_threshold, source=source)
+                raw,
+                preds.best_non_null,
+                preds.null_odds,
+                "2.0",
+                na_prob_thresh=self.data.null_score_diff_threshold,
+                source=source,
+            )
         else:
             result = squad_metrics.evaluate(raw, preds.predictions, None, "1.1", source=source)
         result = {k: float(v) for k, v in result.items()}

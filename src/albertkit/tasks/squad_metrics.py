@@ -96,8 +96,9 @@ class GoldQuestion:
         return any(self.answers)
 
 
-def gold_from_dataset(dataset: Mapping[str, Any], version: str, source: str = "<data>"
-                      ) -> dict[str, GoldQuestion]:
+def gold_from_dataset(
+    dataset: Mapping[str, Any], version: str, source: str = "<data>"
+) -> dict[str, GoldQuestion]:
     """Question id -> gold answers, from a parsed official SQuAD JSON (``{"data": [...]}``)."""
     if not isinstance(dataset, Mapping) or not isinstance(dataset.get("data"), list):
         raise SquadEvalError(f"{source}: expected a JSON object with a 'data' list")
@@ -107,8 +108,10 @@ def gold_from_dataset(dataset: Mapping[str, Any], version: str, source: str = "<
             for q, qa in enumerate(_field(para, "qas", f"{source}: data[{a}].paragraphs[{p}]")):
                 where = f"{source}: data[{a}].paragraphs[{p}].qas[{q}]"
                 qid = str(_field(qa, "id", where))
-                texts = [str(_field(ans, "text", f"{where} (id={qid})"))
-                         for ans in _field(qa, "answers", f"{where} (id={qid})")]
+                texts = [
+                    str(_field(ans, "text", f"{where} (id={qid})"))
+                    for ans in _field(qa, "answers", f"{where} (id={qid})")
+                ]
                 if version == "2.0":
                     texts = [t for t in texts if normalize_answer(t)] or [""]
                 elif not texts:
@@ -139,16 +142,18 @@ def detect_version(dataset: Mapping[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- scoring
-def _check_predictions(gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str],
-                       what: str = "prediction") -> None:
+def _check_predictions(
+    gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str], what: str = "prediction"
+) -> None:
     missing = [qid for qid in gold if qid not in predictions]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise SquadEvalError(f"missing {what} for question id {missing[0]!r}{more}")
 
 
-def raw_scores(gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str],
-               version: str) -> tuple[dict[str, float], dict[str, float]]:
+def raw_scores(
+    gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str], version: str
+) -> tuple[dict[str, float], dict[str, float]]:
     """Per-question EM and F1 (0/1 and [0, 1]), max over gold answers."""
     _check_predictions(gold, predictions)
     empty_rule = version == "2.0"
@@ -162,9 +167,12 @@ def raw_scores(gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str],
     return exact, f1s
 
 
-def apply_no_answer_threshold(scores: Mapping[str, float], na_probs: Mapping[str, float],
-                              has_answer: Mapping[str, bool], threshold: float
-                              ) -> dict[str, float]:
+def apply_no_answer_threshold(
+    scores: Mapping[str, float],
+    na_probs: Mapping[str, float],
+    has_answer: Mapping[str, bool],
+    threshold: float,
+) -> dict[str, float]:
     """Scores after replacing predictions with ``na_prob > threshold`` by "no answer"."""
     return {
         qid: (float(not has_answer[qid]) if na_probs[qid] > threshold else s)
@@ -172,9 +180,12 @@ def apply_no_answer_threshold(scores: Mapping[str, float], na_probs: Mapping[str
     }
 
 
-def find_best_threshold(predictions: Mapping[str, str], scores: Mapping[str, float],
-                        na_probs: Mapping[str, float], has_answer: Mapping[str, bool]
-                        ) -> tuple[float, float]:
+def find_best_threshold(
+    predictions: Mapping[str, str],
+    scores: Mapping[str, float],
+    na_probs: Mapping[str, float],
+    has_answer: Mapping[str, bool],
+) -> tuple[float, float]:
     """Best total score (percent) over no-answer thresholds, and that threshold.
 
     Start from "answer nothing" (every unanswerable question right, every answerable one
@@ -201,16 +212,20 @@ def _mean_percent(scores: Mapping[str, float], qids: Iterable[str]) -> float:
     return 100.0 * sum(scores[q] for q in qids) / len(qids) if qids else 0.0
 
 
-def evaluate_v1(gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str]
-                ) -> dict[str, float]:
+def evaluate_v1(
+    gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str]
+) -> dict[str, float]:
     """``{"exact_match", "f1"}`` as printed by ``evaluate-v1.1.py``."""
     exact, f1s = raw_scores(gold, predictions, "1.1")
     return {"exact_match": _mean_percent(exact, gold), "f1": _mean_percent(f1s, gold)}
 
 
-def evaluate_v2(gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str],
-                na_probs: Mapping[str, float] | None = None, na_prob_thresh: float = 1.0
-                ) -> dict[str, float]:
+def evaluate_v2(
+    gold: Mapping[str, GoldQuestion],
+    predictions: Mapping[str, str],
+    na_probs: Mapping[str, float] | None = None,
+    na_prob_thresh: float = 1.0,
+) -> dict[str, float]:
     """The keys printed by ``evaluate-v2.0.py``, in its order.
 
     ``exact``, ``f1``, ``total``, ``HasAns_*`` / ``NoAns_*`` (when such questions exist) and,
@@ -243,15 +258,20 @@ def evaluate_v2(gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str]
     if have_probs:
         preds = {q: predictions[q] for q in gold}
         out["best_exact"], out["best_exact_thresh"] = find_best_threshold(
-            preds, exact_raw, na, has_answer)
-        out["best_f1"], out["best_f1_thresh"] = find_best_threshold(
-            preds, f1_raw, na, has_answer)
+            preds, exact_raw, na, has_answer
+        )
+        out["best_f1"], out["best_f1_thresh"] = find_best_threshold(preds, f1_raw, na, has_answer)
     return out
 
 
-def evaluate(dataset: Mapping[str, Any], predictions: Mapping[str, str],
-             na_probs: Mapping[str, float] | None = None, version: str | None = None,
-             na_prob_thresh: float = 1.0, source: str = "<data>") -> dict[str, float]:
+def evaluate(
+    dataset: Mapping[str, Any],
+    predictions: Mapping[str, str],
+    na_probs: Mapping[str, float] | None = None,
+    version: str | None = None,
+    na_prob_thresh: float = 1.0,
+    source: str = "<data>",
+) -> dict[str, float]:
     """Score ``predictions`` (question id -> answer text) against a parsed SQuAD JSON.
 
     ``version`` ``None`` detects it from the file. v1.1 returns ``exact_match``/``f1``
@@ -270,8 +290,9 @@ def evaluate(dataset: Mapping[str, Any], predictions: Mapping[str, str],
     gold = gold_from_dataset(dataset, version, source)
     if version == "1.1":
         if na_probs is not None:
-            raise SquadEvalError("no-answer probabilities are a SQuAD v2.0 feature; "
-                                 f"{source} is v1.1")
+            raise SquadEvalError(
+                f"no-answer probabilities are a SQuAD v2.0 feature; {source} is v1.1"
+            )
         return evaluate_v1(gold, predictions)
     return evaluate_v2(gold, predictions, na_probs, na_prob_thresh)
 
@@ -289,12 +310,17 @@ def load_json(path: str | Path, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise SquadEvalError(
-            f"{path}: line {e.lineno}, column {e.colno}: malformed JSON: {e.msg}") from None
+            f"{path}: line {e.lineno}, column {e.colno}: malformed JSON: {e.msg}"
+        ) from None
 
 
-def evaluate_files(data_file: str | Path, predictions_file: str | Path,
-                   na_prob_file: str | Path | None = None, version: str | None = None,
-                   na_prob_thresh: float = 1.0) -> dict[str, float]:
+def evaluate_files(
+    data_file: str | Path,
+    predictions_file: str | Path,
+    na_prob_file: str | Path | None = None,
+    version: str | None = None,
+    na_prob_thresh: float = 1.0,
+) -> dict[str, float]:
     """:func:`evaluate` on files in the official formats (what ``evaluate-squad`` runs)."""
     dataset = load_json(data_file, "data")
     predictions = load_json(predictions_file, "predictions")
@@ -307,7 +333,7 @@ def evaluate_files(data_file: str | Path, predictions_file: str | Path,
             raise SquadEvalError(f"{na_prob_file}: expected a JSON object id -> number")
         for qid, v in na_probs.items():
             if not isinstance(v, int | float) or isinstance(v, bool):
-                raise SquadEvalError(f"{na_prob_file}: value for question id {qid!r} is not a "
-                                     f"number: {v!r}")
-    return evaluate(dataset, predictions, na_probs, version, na_prob_thresh,
-                    source=str(data_file))
+                raise SquadEvalError(
+                    f"{na_prob_file}: value for question id {qid!r} is not a number: {v!r}"
+                )
+    return evaluate(dataset, predictions, na_probs, version, na_prob_thresh, source=str(data_file))
