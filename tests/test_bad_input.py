@@ -441,6 +441,52 @@ def test_prepare_data_bad_numbers(tmp_path, capsys, tok_dir, corpus, argv_tail, 
     assert re.search(pattern, line), line
 
 
+class _FullDisk:
+    """A file handle whose writes fail like a full disk."""
+
+    def __init__(self, fh):
+        self._fh = fh
+
+    def write(self, data):
+        raise OSError(28, "No space left on device")
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+
+def test_disk_full_while_writing_shards_then_resume(tmp_path, capsys, monkeypatch, tok_dir,
+                                                    corpus):
+    """The second of three shards hits a full disk: the error names the shard, nothing
+    incomplete looks finished, and the same command afterwards resumes to the full result."""
+    import albertkit.data.tfrecord as tfrecord_mod
+
+    real_init = tfrecord_mod.RecordWriter.__init__
+
+    def init(self, path):
+        real_init(self, path)
+        if "train-00001-" in str(path):
+            self._fh = _FullDisk(self._fh)
+
+    monkeypatch.setattr(tfrecord_mod.RecordWriter, "__init__", init)
+    argv = _prepare(tmp_path, tok_dir, corpus, extra=["--num-shards", "3"])
+    out = tmp_path / "out"
+    line = cli_error(capsys, argv)
+    assert line == ("error: [Errno 28] No space left on device: "
+                    f"'{out / 'train-00001-of-00003.tfrecord'}'")
+    assert not (out / "manifest.json").exists()
+    assert sorted(p.name for p in out.glob("*.tfrecord")) == ["train-00000-of-00003.tfrecord"]
+    assert not list(out.glob(".*.tmp"))
+    monkeypatch.setattr(tfrecord_mod.RecordWriter, "__init__", real_init)
+    assert main([str(a) for a in argv]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert len(manifest["shards"]) == 3
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    line = cli_error(capsys, ["prepare-data", corpus, "--tokenizer", tok_dir,
+                              "--out", blocker / "out", "--no-progress"])
+    assert line.startswith("error: [Errno 20] Not a directory: ") and str(blocker) in line
+
+
 def test_train_tokenizer_bad_vocab_sizes(tmp_path, capsys, corpus):
     line = cli_error(capsys, _train_tok(tmp_path, corpus, vocab="-5"))
     assert line == "error: --vocab-size: Input should be greater than 16 (got -5)"
@@ -655,6 +701,7 @@ def test_subprocess_data_commands(tmp_path, tok_dir):
         f"error: input '{tmp_path / 'none.txt'}': no such file"
 
 
+@pytest.mark.slow  # ~8 s alone (TensorFlow import + model build), 20+ s on a busy machine
 def test_subprocess_corrupt_shard_during_training(tmp_path, shards):
     """A TensorFlow runtime error (from inside tf.data) reaches the user as one line."""
     bad = _payload_flipped_shard(shards, tmp_path)

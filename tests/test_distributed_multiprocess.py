@@ -21,7 +21,7 @@ import pytest
 
 from albertkit.distributed.launch import launch_local
 
-pytestmark = pytest.mark.distributed
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]  # each test starts processes
 
 BACKENDS = ["horovod", "tf_multiworker"]
 

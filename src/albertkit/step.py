@@ -78,6 +78,7 @@ class TrainStep:
             self.skipped_steps = keras.Variable(0, dtype="int64", name="skipped_steps", **sync)
         if runtime.eager:
             self._compute, self._apply, self._eval = self.compute, self.apply, self.eval_stats
+            self._predict = self._forward
         else:
             self._compute = tf.function(self.compute, jit_compile=runtime.xla, reduce_retracing=True)
             # `apply` is traced inside `_train`, not as a nested tf.function: tf.distribute
@@ -85,6 +86,8 @@ class TrainStep:
             self._apply = self.apply
             self._eval = tf.function(self.eval_stats, jit_compile=runtime.xla,
                                      reduce_retracing=True)
+            self._predict = tf.function(self._forward, jit_compile=runtime.xla,
+                                        reduce_retracing=True)
         self._train = self._replica_step if runtime.eager else tf.function(self._replica_step)
 
     @property
@@ -181,6 +184,13 @@ class TrainStep:
     def eval_stats(self, batch: Batch) -> Stats:
         _, stats = self.task.loss_and_stats(self.model, batch, training=False)
         return stats
+
+    def _forward(self, batch: Batch) -> dict[str, tf.Tensor]:
+        return self.model(batch, training=False)
+
+    def predict(self, batch: Batch) -> dict[str, tf.Tensor]:
+        """The model's outputs (inference mode) for one local batch, compiled like training."""
+        return self.distributor.local_value(self.distributor.run(self._predict, batch))
 
     def evaluate_batch(self, batch: Batch) -> Stats:
         """Summed stats of one evaluation batch ``[micro_batch, ...]``, over all replicas."""

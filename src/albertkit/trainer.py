@@ -400,7 +400,8 @@ class AlbertTrainer:
                 signal.signal(sig, h)
 
 
-_BAR_KEYS = ("loss", "mlm_accuracy", "sop_accuracy", "accuracy", "learning_rate", "seq_per_s")
+_BAR_KEYS = ("loss", "mlm_accuracy", "sop_accuracy", "accuracy", "span_accuracy", "f1",
+             "pearson", "learning_rate", "seq_per_s")
 
 
 # ====================================================================== helpers

@@ -151,7 +151,10 @@ class RecordWriter:
 
     def write(self, record: bytes) -> None:
         framed = frame_record(record)
-        self._fh.write(framed)
+        try:
+            self._fh.write(framed)
+        except OSError as e:  # e.g. ENOSPC: name the file (the temp file is removed on exit)
+            raise OSError(e.errno, e.strerror, str(self.path)) from None
         self._hash.update(framed)
         self.count += 1
         self.bytes += len(framed)
@@ -161,10 +164,14 @@ class RecordWriter:
         return self._hash.hexdigest()
 
     def commit(self) -> None:
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._fh.close()
-        os.replace(self.tmp, self.path)
+        try:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+            os.replace(self.tmp, self.path)
+        except OSError as e:
+            self.abort()
+            raise OSError(e.errno, e.strerror, str(self.path)) from None
 
     def abort(self) -> None:
         if not self._fh.closed:
