@@ -20,13 +20,16 @@ import _shared
 
 
 def newest_weights(run_dir: Path) -> dict:
-    """The model tensors of the newest checkpoint of a run (plain safetensors files)."""
+    """The model weights of the newest checkpoint of a run (plain safetensors files)."""
+    import numpy as np
     from safetensors.numpy import load_file
 
     from albertkit.checkpoint import CheckpointManager
 
     ckpt = CheckpointManager(run_dir / "checkpoints").latest()
-    return load_file(str(ckpt.path / "model.safetensors"))
+    tensors = load_file(str(ckpt.path / "model.safetensors"))
+    # weights only: dropout layers also keep their random-generator state in the model
+    return {k: v for k, v in tensors.items() if np.issubdtype(v.dtype, np.floating)}
 
 
 def main() -> int:

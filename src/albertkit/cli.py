@@ -39,6 +39,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     from albertkit.trainer import AlbertTrainer
 
     cfg = load_config(args)
+    from albertkit.distributed.launch import launch_if_requested
+
+    code = launch_if_requested(getattr(args, "nproc", None), cfg.distributed.backend,
+                               getattr(args, "argv", []))
+    if code is not None:  # this process only supervised N local training processes
+        return code
     expected = getattr(args, "expected_task", None)
     if expected and cfg.task != expected:
         raise SystemExit(f"error: {args.config}: data.kind={cfg.data.kind!r} is a {cfg.task} "
@@ -87,6 +93,8 @@ def _print_summary(trainer) -> None:
 
 # ---------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
+    from albertkit.distributed.launch import add_launch_arguments
+
     parser = argparse.ArgumentParser(
         prog="albertkit",
         description="Pretrain and fine-tune ALBERT with TensorFlow 2 + Keras 3.")
@@ -98,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--distributed", choices=["single", "horovod", "tf_multiworker"],
                    help="override distributed.backend (run under horovodrun/mpirun for horovod)")
     p.add_argument("--run-dir", type=Path, help="override run_dir")
+    add_launch_arguments(p)
     p.set_defaults(func=cmd_train, expected_task="pretraining")
 
     p = sub.add_parser("finetune", help="fine-tune on SQuAD or a GLUE-style task")
@@ -105,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--distributed", choices=["single", "horovod", "tf_multiworker"])
     p.add_argument("--run-dir", type=Path, help="override run_dir")
+    add_launch_arguments(p)
     p.set_defaults(func=_cmd_finetune)
 
     p = sub.add_parser("demo", help="pretrain a tiny ALBERT on the built-in English corpus")
@@ -172,11 +182,12 @@ def _error_text(e: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "--debug" not in argv:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(argv)  # re-used by the local N-process launcher (--nproc)
     setup_console_logging(debug=args.debug)
-    if not args.debug:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import tensorflow as tf
+if TYPE_CHECKING:  # importing TensorFlow costs seconds; the CLI parser must not pay it
+    import tensorflow as tf
 
 
 class Distributor(Protocol):
