@@ -96,3 +96,12 @@ def test_evaluate_on_demand(tmp_path):
     AlbertTrainer(config(run)).fit()
     metrics = AlbertTrainer(config(run)).evaluate()
     assert 0.0 <= metrics["mlm_accuracy"] <= 1.0
+
+
+def test_resume_with_a_different_data_stream_is_refused(tmp_path):
+    run = tmp_path / "run"
+    AlbertTrainer(config(run)).fit(until_step=3)
+    with pytest.raises(Exception, match=r"cannot resume exactly.*micro_batch_size"):
+        AlbertTrainer(config(run, micro_batch_size=2)).fit()
+    with pytest.raises(Exception, match=r"cannot resume exactly.*seed"):
+        AlbertTrainer(config(run, seed=7)).fit()

@@ -115,10 +115,14 @@ class CheckpointManager:
                 fh.flush()
                 os.fsync(fh.fileno())
             _fsync_dir(tmp)
-            if final.exists():
-                shutil.rmtree(final)
+            old = None
+            if final.exists():  # same step saved again (e.g. best + periodic): swap, then drop
+                old = self.directory / f".old-{final.name}-{os.getpid()}"
+                os.replace(final, old)
             os.replace(tmp, final)
             _fsync_dir(self.directory)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
         except OSError as e:
             shutil.rmtree(tmp, ignore_errors=True)
             raise CheckpointError(
@@ -135,8 +139,9 @@ class CheckpointManager:
         for path in ckpts[: max(0, len(ckpts) - self.keep_last)]:
             if path not in protect:
                 shutil.rmtree(path, ignore_errors=True)
-        for stale in self.directory.glob(f".tmp-{PREFIX}*"):
-            shutil.rmtree(stale, ignore_errors=True)
+        for pattern in (f".tmp-{PREFIX}*", f".old-{PREFIX}*"):
+            for stale in self.directory.glob(pattern):
+                shutil.rmtree(stale, ignore_errors=True)
 
     # ------------------------------------------------------------------ load
     def list(self) -> list[Path]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 from albertkit.models.sizes import SIZES, Activation, AlbertSpec, SizeName
 from albertkit.sagemaker.config import SageMakerConfig
@@ -94,7 +94,7 @@ class ModelConfig(_Section):
         None, gt=0.0, description="Standard deviation of the weight initialiser."
     )
     layer_norm_eps: float | None = Field(None, gt=0.0, description="Epsilon of every LayerNorm.")
-    pre_layer_norm: bool | None = Field(
+    pre_layer_norm: StrictBool | None = Field(
         None,
         description="Pre-LN blocks (LayerNorm before attention/feed-forward) instead of post-LN.",
     )
@@ -217,7 +217,7 @@ class TFRecordData(_PretrainingShape):
     shuffle_buffer: int = Field(
         10000, ge=0, description="Size of the training shuffle buffer, in examples."
     )
-    deterministic: bool = Field(
+    deterministic: StrictBool = Field(
         True,
         description="Deterministic tf.data order (exact resume); false trades it for input speed.",
     )
@@ -281,7 +281,7 @@ class SquadData(_Section):
         0.0,
         description="v2.0: predict no answer when null score minus best span score exceeds this.",
     )
-    do_lower_case: bool | None = Field(
+    do_lower_case: StrictBool | None = Field(
         None,
         description="Lower-case text before tokenising (None = the tokenizer directory's setting).",
     )
@@ -335,7 +335,7 @@ class ClassificationData(_Section):
         description="Class names in label-id order (None = the preset's, else the training "
         "file's).",
     )
-    regression: bool | None = Field(
+    regression: StrictBool | None = Field(
         None,
         description="One-output regression instead of classification (None = from the preset).",
     )
@@ -343,7 +343,7 @@ class ClassificationData(_Section):
         128, gt=8,
         description="Tokens per example, [CLS]/[SEP] included; longer inputs are truncated.",
     )
-    do_lower_case: bool | None = Field(
+    do_lower_case: StrictBool | None = Field(
         None,
         description="Lower-case text before tokenising (None = the tokenizer directory's setting).",
     )
@@ -471,8 +471,8 @@ class RuntimeConfig(_Section):
         "float32",
         description="float32, or mixed precision with float16 (dynamic loss scaling) or bfloat16.",
     )
-    xla: bool = Field(True, description="Compile the gradient computation with XLA (jit_compile).")
-    eager: bool = Field(
+    xla: StrictBool = Field(True, description="Compile the gradient computation with XLA (jit_compile).")
+    eager: StrictBool = Field(
         False, description="Run the step eagerly, without tf.function (debugging; excludes xla)."
     )
     micro_batch_size: int = Field(32, gt=0, description="Sequences one replica computes at once.")
@@ -532,7 +532,7 @@ class DistributedConfig(_Section):
         description="single process, Horovod (under horovodrun/mpirun) or "
         "MultiWorkerMirroredStrategy.",
     )
-    fp16_compression: bool = Field(
+    fp16_compression: StrictBool = Field(
         False, description="All-reduce gradients in float16 (halves network traffic)."
     )
 
@@ -546,10 +546,10 @@ class CheckpointConfig(_Section):
     keep_last: int = Field(
         3, gt=0, description="Periodic checkpoints to keep (the best one is kept besides)."
     )
-    resume: bool = Field(
+    resume: StrictBool = Field(
         True, description="Resume from the newest valid checkpoint in run_dir/checkpoints."
     )
-    keep_best: bool = Field(
+    keep_best: StrictBool = Field(
         True, description="Checkpoint at each new best eval metric and keep that checkpoint."
     )
 
@@ -560,10 +560,10 @@ class LoggingConfig(_Section):
     log_every_steps: int = Field(
         10, gt=0, description="Average training metrics over N steps, then log them."
     )
-    progress_bar: bool = Field(
+    progress_bar: StrictBool = Field(
         True, description="Show a progress bar (log lines go to the console when off)."
     )
-    tensorboard: bool = Field(
+    tensorboard: StrictBool = Field(
         True, description="Write TensorBoard event files to run_dir/tensorboard."
     )
 

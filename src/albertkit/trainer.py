@@ -180,6 +180,19 @@ class AlbertTrainer:
             raise CheckpointError(
                 f"{ckpt.path}: checkpoint is for a different model (checkpoint vs config: "
                 f"{diff}); use a new run_dir or set checkpoint.resume=false")
+        # The data position is "skip N micro-batches of a seeded stream": it only means the
+        # same thing if the stream is built the same way.
+        now = {"seed": self.config.runtime.seed,
+               "micro_batch_size": self.config.runtime.micro_batch_size,
+               "global_batch_size": self.config.runtime.global_batch_size,
+               "replicas": run.distributor.replicas}
+        changed = {k: (ckpt.state[k], v) for k, v in now.items()
+                   if k in ckpt.state and ckpt.state[k] != v}
+        if changed:
+            raise CheckpointError(
+                f"{ckpt.path}: cannot resume exactly, the run changed since this checkpoint "
+                f"(checkpoint vs now: {changed}); restore those settings, or start a new "
+                "run_dir with model.load_from pointing at this run")
         run.checkpoints.restore(ckpt, run.groups())
         run.start_step = ckpt.step
         run.extras["best"] = ckpt.state.get("best")
@@ -193,6 +206,9 @@ class AlbertTrainer:
         state = {
             "consumed_micro_batches": step * run.accum,
             "seed": self.config.runtime.seed,
+            "micro_batch_size": self.config.runtime.micro_batch_size,
+            "global_batch_size": self.config.runtime.global_batch_size,
+            "replicas": run.distributor.replicas,
             "model_spec": run.spec.model_dump(),
             "task": self.config.task,
             "best": run.extras.get("best"),
