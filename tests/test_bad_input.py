@@ -105,6 +105,8 @@ def tfrecord(*files: str | Path, **kw) -> dict:
 
 def write_config(tmp_path: Path, raw: dict, name: str = "cfg.yaml") -> Path:
     path = tmp_path / name
+    if raw.get("run_dir") == VALID["run_dir"]:  # never train into the working directory
+        raw = {**raw, "run_dir": str(tmp_path / "run")}
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     return path
 
@@ -183,8 +185,8 @@ CONFIG_CASES = [
      r"runtime\.xla: Input should be a valid boolean.*\(got 'sometimes'\)"),
     ("unknown_kind", _set("data.kind", "synthetc"), [],
      r"data: Input tag 'synthetc' found using 'kind' does not match any of the expected tags"),
-    ("missing_kind", lambda raw: {**raw, "optimizer": {"learning_rate": 0.1}}, [],
-     r"invalid configuration: optimizer: missing 'kind', which selects the section's type$"),
+    ("missing_kind", lambda raw: {**raw, "data": {"seq_length": 32}}, [],
+     r"invalid configuration: data: missing 'kind', which selects the section's type$"),
     ("missing_data", lambda raw: {k: v for k, v in raw.items() if k != "data"}, [],
      r"invalid configuration: data: Field required"),
     ("unknown_choice", _set("model.size", "huge"), [],
@@ -218,6 +220,8 @@ def _write_case(tmp_path: Path, contents) -> Path:
         path.write_bytes(contents)
     else:
         raw = contents(VALID) if contents else VALID
+        if raw.get("run_dir") == VALID["run_dir"]:  # never train into the working directory
+            raw = {**raw, "run_dir": str(tmp_path / "run")}
         path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     return path
 

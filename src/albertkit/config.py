@@ -612,6 +612,16 @@ class TrainerConfig(_Section):
         "runs.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_optimizer_kind(cls, raw: Any) -> Any:
+        # `--set optimizer.learning_rate=...` on a config without an optimizer section
+        # means "the default optimizer (LAMB) with this rate".
+        if isinstance(raw, dict) and isinstance(raw.get("optimizer"), dict) \
+                and "kind" not in raw["optimizer"]:
+            raw = {**raw, "optimizer": {"kind": "lamb", **raw["optimizer"]}}
+        return raw
+
     @property
     def task(self) -> Literal["pretraining", "squad", "classification"]:
         kind = self.data.kind
