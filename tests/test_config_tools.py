@@ -140,7 +140,6 @@ GOOD = [
 BAD = [
     {"data": {"kind": "synthetic"}, "runtime": {"max_stepz": 3}},           # misspelt key
     {"data": {"seq_length": 64}},                                           # no kind
-    {"data": {"kind": "synthetic"}, "optimizer": {"learning_rate": 1e-3}},   # no kind
     {"data": {"kind": "synthetic"}, "runtime": {"precision": "fp16"}},       # bad enum
     {"data": {"kind": "synthetic"}, "runtime": {"xla": "maybe"}},            # not a bool
     {"data": {"kind": "synthetic"}, "runtime": {"micro_batch_size": 0}},     # bound
