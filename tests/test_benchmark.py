@@ -130,8 +130,8 @@ def test_estimate_memory_hand_computed():
     assert est.state == {"weights": 4 * n, "weight_casts": 0, "gradients": 4 * n,
                          "accumulator": 4 * n, "optimizer": 8 * n}
     per_seq = activation_bytes_per_sequence(spec, t, p, "float32")
-    # layers: 2 applications x 10 tokens x 4 bytes x (13 x 16 + 2 x 32)
-    assert per_seq["layers"] == 2 * 10 * 4 * (13 * 16 + 2 * 32)
+    # layers: 2 applications x 10 tokens x 4 bytes x (16 x 16 + 2 x 32)
+    assert per_seq["layers"] == 2 * 10 * 4 * (16 * 16 + 2 * 32)
     # attention probabilities: 2 x 10 tokens x 2 heads x 10 keys x 4 bytes
     assert per_seq["attention_probs"] == 2 * 10 * 2 * 10 * 4
     assert est.activation_bytes == pytest.approx(b * sum(per_seq.values()))
@@ -186,7 +186,7 @@ def test_plan_batch_does_not_fit_and_errors():
 
 def test_plan_table_markdown():
     spec = AlbertSpec(**SIZES["large"])
-    plans = plan_table(spec, 128, "mixed_float16", global_batch=4096, replicas_per_device=64)
+    plans = plan_table(spec, 128, "mixed_float16", global_batch=4096, replicas=64)
     text = format_plan_table(plans)
     lines = text.splitlines()
     assert len(lines) == 2 + len(PLANNED_DEVICES)
@@ -246,6 +246,18 @@ def test_benchmark_smoke_two_steps(tmp_path):
     _check_table(format_table(result), ["albertkit"])
 
 
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_benchmark_smoke_two_processes():
+    settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
+                                 micro_batch=2, steps=2, warmup=1, rounds=1, xla=False,
+                                 pipeline=False, processes=[1, 2])
+    result = run_benchmark(settings, progress=False)
+    row = result["data_parallel"]["2"]
+    assert len(row["step_times_s"]) == 2 and row["scaling_efficiency"] > 0
+    _check_table(format_table(result), ["albertkit", "albertkit x2 processes"])
+
+
 @pytest.mark.torch
 @pytest.mark.slow
 def test_benchmark_smoke_compare_hf(tmp_path):
@@ -268,11 +280,61 @@ def test_cli_arguments_and_errors():
     args = parser.parse_args(["benchmark", "--size", "tiny", "--no-xla", "--processes", "1,2",
                               "--compare", "hf-pytorch", "--set", "num_hidden_layers=1"])
     assert args.xla is False and args.processes == [1, 2] and args.compare == ["hf-pytorch"]
-    with pytest.raises(BenchmarkError, match="--processes 1,2"):
-        args.func(args)
+    assert args.model == ["num_hidden_layers=1"]
+    bad = parser.parse_args(["benchmark", "--set", "num_hidden_layers"])
+    with pytest.raises(BenchmarkError, match="--set 'num_hidden_layers' must look like"):
+        bad.func(bad)
+    with pytest.raises(ValueError, match=r"processes=\[0\]"):
+        BenchmarkSettings(size="tiny", processes=[0])
     with pytest.raises(SystemExit):
         parser.parse_args(["benchmark", "--processes", "one"])
     with pytest.raises(ValueError, match="seq_length=1024 exceeds"):
         BenchmarkSettings(size="tiny", seq_length=1024)
     with pytest.raises(ValueError, match="mixed_float16"):
         BenchmarkSettings(size="tiny", compare=["hf-pytorch"], precision="mixed_float16")
+
+
+# ----------------------------------------------------------------------------- remat
+@pytest.mark.parametrize("jit", [False, True], ids=["graph", "xla"])
+def test_remat_gives_the_same_gradients(jit):
+    """AlbertEncoder(remat=True) recomputes layers; gradients must not change."""
+    import keras
+    import tensorflow as tf
+
+    from albertkit.models.albert import AlbertForPretraining
+
+    spec = AlbertSpec(**{**SMALL.model_dump(), "num_hidden_groups": 2, "inner_group_num": 2})
+    rng = np.random.default_rng(0)
+    batch = {"input_ids": tf.constant(rng.integers(5, 100, (3, 12)), tf.int32),
+             "input_mask": tf.constant(np.arange(12)[None, :] < [[12], [9], [5]], tf.int32),
+             "segment_ids": tf.zeros((3, 12), tf.int32),
+             "masked_lm_positions": tf.constant(rng.integers(0, 5, (3, 4)), tf.int32)}
+    grads = {}
+    for remat in (False, True):
+        keras.utils.set_random_seed(0)
+        model = AlbertForPretraining(spec, remat=remat)
+        model.build_for(seq_length=12, max_predictions=4)
+
+        @tf.function(jit_compile=jit)
+        def fn(model=model):
+            with tf.GradientTape() as tape:
+                out = model(batch, training=True)
+                loss = tf.reduce_sum(tf.square(out["mlm_logits"])) + tf.reduce_sum(
+                    out["sop_logits"])
+            return [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)]
+
+        grads[remat] = [g.numpy() for g in fn()]
+        assert model.get_config()["remat"] is remat
+    for a, b in zip(grads[False], grads[True], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_remat_planner_keeps_layer_inputs_only():
+    spec = AlbertSpec(**SIZES["base"])
+    full = activation_bytes_per_sequence(spec, 512, 77, "float32")
+    remat = activation_bytes_per_sequence(spec, 512, 77, "float32", remat=True)
+    # 12 layer inputs (512 x 768 float32) + one layer's activations
+    assert remat["layers"] == 12 * 512 * 768 * 4 + full["layers"] / 12
+    assert remat["attention_probs"] == full["attention_probs"] / 12
+    assert estimate_memory(spec, 512, 8, remat=True).peak_bytes < \
+        0.3 * estimate_memory(spec, 512, 8).peak_bytes

@@ -70,6 +70,9 @@ class BenchmarkSettings(BaseModel):
     precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = "float32"
     xla: bool = True
     optimizer: Literal["adamw", "lamb"] = "adamw"
+    remat: bool = Field(False, description="recompute each layer in the backward pass")
+    malloc_arenas: int | None = Field(
+        None, gt=0, description="cap glibc malloc arenas in every worker (None: glibc default)")
     steps: int = Field(5, gt=0, description="timed steps per round and framework")
     warmup: int = Field(2, ge=1, description="untimed steps (compilation) before timing")
     rounds: int = Field(3, gt=0)
@@ -77,6 +80,7 @@ class BenchmarkSettings(BaseModel):
     processes: list[int] = [1]
     pipeline: bool = True
     pipeline_batches: int = Field(200, gt=0)
+    breakdown: bool = Field(False, description="also time the step's pieces (albertkit)")
     hf_threads: int | None = Field(None, gt=0, description="torch threads (None: its default)")
     seed: int = 0
 
@@ -203,11 +207,16 @@ def _random_batch(settings: BenchmarkSettings, rng) -> dict[str, Any]:
 
 # =========================================================================== workers
 class _AlbertkitWorker:
-    """The albertkit side: the trainer's own TrainStep (single process) on a fixed batch."""
+    """The albertkit side: the trainer's own TrainStep on a fixed batch.
 
-    def __init__(self, settings: BenchmarkSettings) -> None:
+    With a multi-process ``distributor`` each step's batch comes from a repeated in-memory
+    ``tf.data`` dataset through ``distributor.distribute_dataset``, as in the trainer.
+    """
+
+    def __init__(self, settings: BenchmarkSettings, distributor: Any = None) -> None:
         self.s = settings
         self.memory = PeakMemory()
+        self.distributor = distributor
 
     def setup(self) -> dict[str, Any]:
         import numpy as np
@@ -221,6 +230,7 @@ class _AlbertkitWorker:
         s = self.s
         self.gpu = bool(tf.config.list_physical_devices("GPU"))
         baseline = self.memory.rss()
+        distributor = self.distributor or SingleProcess()
         cfg = TrainerConfig.from_dict({
             "model": {"size": s.size, **s.spec.model_dump()},
             "data": {"kind": "synthetic", "seq_length": s.seq_length,
@@ -236,12 +246,23 @@ class _AlbertkitWorker:
         keras.utils.set_random_seed(s.seed)
         t0 = time.perf_counter()
         task = build_task(cfg, s.spec)
-        model = task.build_model()
-        optimizer = cfg.optimizer.build(total_steps=cfg.runtime.max_steps)
-        self.step = TrainStep(task, model, optimizer, SingleProcess(), cfg.runtime,
-                              s.accumulation, cfg.optimizer.clip_norm)
-        self.batch = {k: tf.constant(v)
-                      for k, v in _random_batch(s, np.random.default_rng(s.seed)).items()}
+        with distributor.scope():
+            if s.remat:
+                from albertkit.models.albert import AlbertForPretraining
+
+                model = AlbertForPretraining(s.spec, dtype=s.precision, remat=True)
+                model(task.dummy_batch(2), training=False)
+            else:
+                model = task.build_model()
+            optimizer = cfg.optimizer.build(total_steps=cfg.runtime.max_steps)
+            self.step = TrainStep(task, model, optimizer, distributor, cfg.runtime,
+                                  s.accumulation, cfg.optimizer.clip_norm)
+        rng = np.random.default_rng(s.seed + distributor.rank)
+        self.batch = {k: tf.constant(v) for k, v in _random_batch(s, rng).items()}
+        self.batches = None
+        if self.distributor is not None:
+            ds = tf.data.Dataset.from_tensors(self.batch).repeat().prefetch(2)
+            self.batches = iter(distributor.distribute_dataset(ds))
         build_s = time.perf_counter() - t0
         warm = _timed(self._run_step, s.warmup)
         return {
@@ -254,39 +275,41 @@ class _AlbertkitWorker:
         }
 
     def _run_step(self) -> None:
-        metrics = self.step(self.batch)
+        batch = self.batch if self.batches is None else next(self.batches)
+        metrics = self.step(batch)
         float(metrics["grad_norm"])  # wait for the step (and its update) to finish
 
     def steps(self, n: int) -> dict[str, Any]:
         import tensorflow as tf
 
+        matmul = self.matmul()  # the device's peak now, under the load the steps will see
         # TensorFlow's allocator statistics (GPU, and CPU since TF 2.x) count exactly the
         # tensors of the step (XLA's buffers included): the quantity the planner predicts.
         device = "GPU:0" if self.gpu else "CPU:0"
         tf.config.experimental.reset_memory_stats(device)
         self.memory.reset()
+        cpu0 = time.process_time()
         times = _timed(self._run_step, n)
+        cpu = time.process_time() - cpu0
         tensors = tf.config.experimental.get_memory_info(device)
-        return {"times": times, "peak_bytes": int(self.memory.peak()),
+        return {"times": times, "cpu_s": cpu, "peak_bytes": int(self.memory.peak()),
                 "tensor_peak_bytes": int(tensors["peak"]),
-                "tensor_current_bytes": int(tensors["current"])}
+                "tensor_current_bytes": int(tensors["current"]), **matmul}
 
     def matmul(self) -> dict[str, Any]:
         import tensorflow as tf
 
-        n = 1536 if not self.gpu else 8192
-        dtype = tf.float32 if self.s.precision == "float32" else (
-            tf.bfloat16 if self.s.precision == "mixed_bfloat16" else tf.float16)
-        a = tf.random.normal((n, n), dtype=tf.float32)
-        a = tf.cast(a, dtype)
-        best = 0.0
-        for jit in (False, True):
-            fn = tf.function(lambda x: tf.reduce_sum(tf.cast(tf.matmul(x, x), tf.float32)),
-                             jit_compile=jit)
+        if not hasattr(self, "_matmul"):
+            n = 2048 if not self.gpu else 8192
+            dtype = tf.float32 if self.s.precision == "float32" else (
+                tf.bfloat16 if self.s.precision == "mixed_bfloat16" else tf.float16)
+            a = tf.cast(tf.random.normal((n, n), dtype=tf.float32), dtype)
+            fn = tf.function(lambda x: tf.reduce_sum(tf.cast(tf.matmul(x, x), tf.float32)))
             fn(a).numpy()
-            t = min(_timed(lambda fn=fn: fn(a).numpy(), 5))
-            best = max(best, 2.0 * n**3 / t)
-        return {"matmul_flops_per_s": best, "matmul_n": n, "matmul_dtype": dtype.name}
+            self._matmul = (fn, a, n, dtype.name)
+        fn, a, n, dtype_name = self._matmul
+        t = min(_timed(lambda: fn(a).numpy(), 3))
+        return {"matmul_flops_per_s": 2.0 * n**3 / t, "matmul_n": n, "matmul_dtype": dtype_name}
 
     def pipeline(self) -> dict[str, Any]:
         return measure_pipeline(self.s)
@@ -362,18 +385,21 @@ class _HFWorker:
         self.opt.zero_grad(set_to_none=True)
 
     def steps(self, n: int) -> dict[str, Any]:
+        matmul = self.matmul()
         self.memory.reset()
+        cpu0 = time.process_time()
         times = _timed(self._run_step, n)
-        return {"times": times, "peak_bytes": int(self.memory.peak())}
+        cpu = time.process_time() - cpu0
+        return {"times": times, "cpu_s": cpu, "peak_bytes": int(self.memory.peak()), **matmul}
 
     def matmul(self) -> dict[str, Any]:
         import torch
 
-        n = 1536
+        n = 2048
         dtype = torch.bfloat16 if self.s.precision == "mixed_bfloat16" else torch.float32
         a = torch.randn(n, n, dtype=dtype)
         (a @ a).sum().item()
-        t = min(_timed(lambda: (a @ a).sum().item(), 5))
+        t = min(_timed(lambda: (a @ a).sum().item(), 3))
         return {"matmul_flops_per_s": 2.0 * n**3 / t, "matmul_n": n, "matmul_dtype": str(dtype)}
 
     def pipeline(self) -> dict[str, Any]:
@@ -435,6 +461,7 @@ def step_breakdown(step: Any, batch: dict[str, Any], s: BenchmarkSettings,
         "attention block fwd+bwd": fwd_bwd(lambda x: layer.attention(x, bias, training=True),
                                            hidden),
         "MLM head (gathered) fwd+bwd": fwd_bwd(mlm, masked),
+        "MLM head at all T positions fwd+bwd (HF's way)": fwd_bwd(mlm, hidden),
     }
     scale = tf.constant(1.0)
     grads, stats = step._compute(batch, scale)
@@ -460,51 +487,55 @@ def step_breakdown(step: Any, batch: dict[str, Any], s: BenchmarkSettings,
 
 
 def measure_pipeline(settings: BenchmarkSettings) -> dict[str, Any]:
-    """Sequences/s of albertkit's pretraining input pipeline for the benchmark's shapes.
+    """Sequences/s of albertkit's pretraining input pipelines for the benchmark's shapes.
 
-    Writes ``max(4096, 8 x step)`` random examples as TFRecords in Google ALBERT's feature
-    format (4 files) and reads them as the trainer does (interleave, shuffle, parse, batch,
-    accumulation batch, prefetch), with static masking. Falls back to the synthetic source
-    when the TFRecord reader is not available.
+    ``tfrecord``: ``max(4096, 8 x step)`` random examples written as TFRecords in Google
+    ALBERT's feature format (4 shards), read as the trainer reads them (interleave, shuffle,
+    parse, batch), static masking. ``synthetic``: the generated source with masking done in
+    TF ops on every batch (the cost of dynamic masking). Both are then batched by the
+    accumulation steps and prefetched, exactly as the trainer does.
     """
     import numpy as np
-    import tensorflow as tf
 
     s = settings
-    per_step = s.micro_batch * s.accumulation
     try:
-        from albertkit.data import pretraining_dataset
+        from albertkit.data import pretraining_dataset as pd
     except ImportError as e:
         return {"pipeline_source": f"unavailable ({e})"}
-    build_pretraining_dataset = getattr(pretraining_dataset, "build_pretraining_dataset", None)
+    out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="albertkit-bench-") as tmp:
-        if build_pretraining_dataset is not None:
-            n = max(4096, 8 * per_step)
-            files = _write_pretraining_records(Path(tmp), s, n, np.random.default_rng(s.seed))
-            ds = build_pretraining_dataset(
-                files, seq_length=s.seq_length, max_predictions_per_seq=s.predictions,
-                batch_size=s.micro_batch, masking="static", masking_rules=None,
-                shuffle_buffer=1000, seed=s.seed, deterministic=False, shard_index=0,
-                num_shards=1, repeat=True, training=True)
-            source = "tfrecord (static masking)"
-        else:
-            ds = pretraining_dataset.build_synthetic_dataset(
-                vocab_size=s.spec.vocab_size, seq_length=s.seq_length,
-                max_predictions_per_seq=s.predictions, batch_size=s.micro_batch,
-                num_examples=4096, seed=s.seed, repeat=True, shard_index=0, num_shards=1)
-            source = "synthetic"
-        ds = ds.batch(s.accumulation, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-        it = iter(ds)
-        for _ in range(5):
-            next(it)
-        t0 = time.perf_counter()
-        batches = 0
-        while batches < s.pipeline_batches or time.perf_counter() - t0 < 2.0:
-            next(it)
-            batches += 1
-        elapsed = time.perf_counter() - t0
-    return {"pipeline_source": source, "pipeline_steps": batches,
-            "pipeline_sequences_per_s": batches * per_step / elapsed}
+        files = _write_pretraining_records(Path(tmp), s, max(4096, 8 * s.micro_batch
+                                                             * s.accumulation),
+                                           np.random.default_rng(s.seed))
+        static = pd.build_pretraining_dataset(
+            files, seq_length=s.seq_length, max_predictions_per_seq=s.predictions,
+            batch_size=s.micro_batch, masking="static", shuffle_buffer=1000, seed=s.seed,
+            deterministic=True, repeat=True, training=True)
+        out["pipeline_tfrecord_sequences_per_s"] = _pipeline_rate(static, s)
+    dynamic = pd.build_synthetic_dataset(
+        vocab_size=s.spec.vocab_size, seq_length=s.seq_length,
+        max_predictions_per_seq=s.predictions, batch_size=s.micro_batch,
+        num_examples=64 * s.micro_batch, seed=s.seed, repeat=True)
+    out["pipeline_synthetic_sequences_per_s"] = _pipeline_rate(dynamic, s)
+    out["pipeline_source"] = "tfrecord (static masking)"
+    out["pipeline_sequences_per_s"] = out["pipeline_tfrecord_sequences_per_s"]
+    return out
+
+
+def _pipeline_rate(ds: Any, s: BenchmarkSettings) -> float:
+    import tensorflow as tf
+
+    per_step = s.micro_batch * s.accumulation
+    ds = ds.batch(s.accumulation, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    it = iter(ds)
+    for _ in range(5):
+        next(it)
+    t0 = time.perf_counter()
+    steps = 0
+    while steps < s.pipeline_batches or time.perf_counter() - t0 < 2.0:
+        next(it)
+        steps += 1
+    return steps * per_step / (time.perf_counter() - t0)
 
 
 def _write_pretraining_records(folder: Path, s: BenchmarkSettings, n: int, rng) -> list[str]:
@@ -535,9 +566,32 @@ def _write_pretraining_records(folder: Path, s: BenchmarkSettings, n: int, rng) 
     return files
 
 
+def limit_malloc_arenas(arenas: int) -> bool:
+    """Cap glibc's malloc arenas (``mallopt(M_ARENA_MAX)``); False where that is unavailable.
+
+    glibc gives each thread that allocates concurrently its own arena (up to 8 per core);
+    TensorFlow's thread pools then keep freed activation memory spread over many arenas, and
+    resident memory grows step after step (measured: 2.4 -> 3.3 GiB over 4 steps of
+    ALBERT-base, stable at 2.35 GiB with 2 arenas). Call it before TensorFlow starts threads.
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name or platform.system() != "Linux":
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        return bool(libc.mallopt(-8, int(arenas)))  # M_ARENA_MAX = -8 (malloc.h)
+    except (OSError, AttributeError):
+        return False
+
+
 def worker_main(framework: str, settings_json: str) -> int:
     """Serve commands from the parent: one JSON object per line in, one per line out."""
     settings = BenchmarkSettings.model_validate_json(settings_json)
+    if settings.malloc_arenas:
+        limit_malloc_arenas(settings.malloc_arenas)
     worker = _AlbertkitWorker(settings) if framework == "albertkit" else _HFWorker(settings)
     out = sys.stdout
     for line in sys.stdin:
@@ -616,66 +670,75 @@ def _summary(times: list[float], sequences_per_step: int) -> dict[str, float]:
     }
 
 
-def run_benchmark(settings: BenchmarkSettings, progress: bool = True) -> dict[str, Any]:
-    """Run the benchmark described by ``settings``; returns a JSON-serialisable dict."""
-    if any(p > 1 for p in settings.processes):
-        # TODO(issue 9): data-parallel runs need the launcher of the distributed backends
-        # (albertkit.distributed); wire it here once it exists.
-        raise BenchmarkError(
-            f"--processes {','.join(map(str, settings.processes))}: multi-process benchmarks "
-            "need albertkit's distributed launcher, which is not available yet")
+def _interleaved(settings: BenchmarkSettings, frameworks: list[str], progress: bool
+                 ) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """Set up one worker per framework, then alternate timed rounds between them."""
     from tqdm.auto import tqdm
 
+    workers = {f: _WorkerProcess(f, settings) for f in frameworks}
+    info: dict[str, dict[str, Any]] = {}
+    rounds: dict[str, list[dict[str, Any]]] = {f: [] for f in frameworks}
+    pipeline = settings.pipeline
+    try:
+        bar = tqdm(total=len(frameworks) * (settings.rounds + 1) + int(pipeline),
+                   desc="benchmark", disable=not progress, unit="phase")
+        with bar:
+            for f, w in workers.items():  # one at a time: compilation is CPU-heavy
+                bar.set_postfix_str(f"{f}: build + warm-up")
+                info[f] = w.call("setup")
+                bar.update()
+            for r in range(settings.rounds):
+                for f in (frameworks if r % 2 == 0 else frameworks[::-1]):
+                    bar.set_postfix_str(f"round {r + 1}/{settings.rounds}: {f}")
+                    rounds[f].append(workers[f].call("steps", n=settings.steps))
+                    bar.update()
+            if pipeline:
+                bar.set_postfix_str("input pipeline")
+                info["albertkit"].update(workers["albertkit"].call("pipeline"))
+                bar.update()
+            if settings.breakdown:
+                bar.set_postfix_str("step breakdown")
+                info["albertkit"].update(workers["albertkit"].call("breakdown"))
+    finally:
+        for w in workers.values():
+            w.close()
+    return info, rounds
+
+
+def _row(info: dict[str, Any], rounds: list[dict[str, Any]], per_step: int,
+         flops_per_sequence: float) -> dict[str, Any]:
+    """One framework's figures: step-time statistics over all rounds, per-round MFU."""
+    times = [t for r in rounds for t in r["times"]]
+    row = {**info, **_summary(times, per_step), "step_times_s": times,
+           "peak_bytes": max(r["peak_bytes"] for r in rounds)}
+    row["training_bytes"] = row["peak_bytes"] - info["baseline_rss"]
+    row["cpu_s_per_step"] = sum(r["cpu_s"] for r in rounds) / len(times)
+    if any("tensor_peak_bytes" in r for r in rounds):
+        row["tensor_peak_bytes"] = max(r.get("tensor_peak_bytes", 0) for r in rounds)
+    # The matmul peak is measured right before each round, so each round's MFU compares the
+    # step with the device under the same load; the median over rounds is reported.
+    mfus = [per_step * flops_per_sequence / statistics.median(r["times"])
+            / r["matmul_flops_per_s"] for r in rounds]
+    row["matmul_flops_per_s"] = max(r["matmul_flops_per_s"] for r in rounds)
+    row["matmul_flops_per_s_rounds"] = [r["matmul_flops_per_s"] for r in rounds]
+    row["model_flops_per_s"] = row["sequences_per_s"] * flops_per_sequence
+    row["mfu"] = statistics.median(mfus)
+    row["mfu_rounds"] = mfus
+    return row
+
+
+def run_benchmark(settings: BenchmarkSettings, progress: bool = True) -> dict[str, Any]:
+    """Run the benchmark described by ``settings``; returns a JSON-serialisable dict."""
     frameworks: list[str] = ["albertkit", *[c for c in settings.compare if c != "albertkit"]]
     spec = settings.spec
     flops = training_flops(spec, settings.seq_length, settings.predictions)
     per_step = settings.micro_batch * settings.accumulation
-    workers = {f: _WorkerProcess(f, settings) for f in frameworks}
-    times: dict[str, list[float]] = {f: [] for f in frameworks}
-    peaks: dict[str, int] = {f: 0 for f in frameworks}
-    tensor_peaks: dict[str, int] = {}
-    info: dict[str, dict[str, Any]] = {}
-    try:
-        bar = tqdm(total=len(frameworks) * (settings.rounds + 2), desc="benchmark",
-                   disable=not progress, unit="phase")
-        for f, w in workers.items():  # one at a time: compilation is CPU-heavy
-            bar.set_postfix_str(f"{f}: build + warm-up")
-            info[f] = w.call("setup")
-            bar.update()
-        for r in range(settings.rounds):
-            order = frameworks if r % 2 == 0 else frameworks[::-1]
-            for f in order:
-                bar.set_postfix_str(f"round {r + 1}/{settings.rounds}: {f}")
-                reply = workers[f].call("steps", n=settings.steps)
-                times[f].extend(reply["times"])
-                peaks[f] = max(peaks[f], reply["peak_bytes"])
-                if "tensor_peak_bytes" in reply:
-                    tensor_peaks[f] = max(tensor_peaks.get(f, 0), reply["tensor_peak_bytes"])
-                bar.update()
-        for f, w in workers.items():
-            bar.set_postfix_str(f"{f}: matmul peak")
-            info[f].update(w.call("matmul"))
-            if f == "albertkit" and settings.pipeline:
-                bar.set_postfix_str("input pipeline")
-                info[f].update(w.call("pipeline"))
-            bar.update()
-        bar.close()
-    finally:
-        for w in workers.values():
-            w.close()
-
-    results: dict[str, Any] = {}
-    for f in frameworks:
-        row = {**info[f], **_summary(times[f], per_step), "step_times_s": times[f],
-               "peak_bytes": peaks[f], "training_bytes": peaks[f] - info[f]["baseline_rss"]}
-        if f in tensor_peaks:
-            row["tensor_peak_bytes"] = tensor_peaks[f]
-        row["model_flops_per_s"] = row["sequences_per_s"] * flops.training
-        row["mfu"] = row["model_flops_per_s"] / row["matmul_flops_per_s"]
-        results[f] = row
+    info, rounds = _interleaved(settings, frameworks, progress)
+    results = {f: _row(info[f], rounds[f], per_step, flops.training) for f in frameworks}
     ak = results["albertkit"]
     planned = estimate_memory(spec, settings.seq_length, settings.micro_batch,
-                              settings.precision, settings.predictions, settings.accumulation)
+                              settings.precision, settings.predictions, settings.accumulation,
+                              remat=settings.remat)
     out: dict[str, Any] = {
         "settings": settings.model_dump(),
         "spec": spec.model_dump(),
@@ -686,7 +749,8 @@ def run_benchmark(settings: BenchmarkSettings, progress: bool = True) -> dict[st
         "results": results,
         "planner": {"predicted_bytes": planned.peak_bytes,
                     "measured_tensor_peak_bytes": ak["tensor_peak_bytes"],
-                    "predicted_over_measured": planned.peak_bytes / max(ak["tensor_peak_bytes"], 1),
+                    "predicted_over_measured":
+                        planned.peak_bytes / max(ak["tensor_peak_bytes"], 1),
                     "estimate": planned.as_dict()},
     }
     if "pipeline_sequences_per_s" in ak:
@@ -696,10 +760,63 @@ def run_benchmark(settings: BenchmarkSettings, progress: bool = True) -> dict[st
         out["ratios_vs_hf"] = {
             "sequences_per_s": ak["sequences_per_s"] / hf["sequences_per_s"],
             "sequences_per_s_worst_case": ak["sequences_per_s_min"] / hf["sequences_per_s_max"],
+            "sequences_per_s_best_case": ak["sequences_per_s_max"] / hf["sequences_per_s_min"],
+            "cpu_s_per_step": ak["cpu_s_per_step"] / hf["cpu_s_per_step"],
             "peak_memory": ak["peak_bytes"] / hf["peak_bytes"],
             "training_memory": ak["training_bytes"] / max(hf["training_bytes"], 1),
         }
+    multi = [n for n in settings.processes if n > 1]
+    if multi:
+        out["data_parallel"] = {str(n): run_data_parallel(settings, n) for n in multi}
+        for n, row in out["data_parallel"].items():
+            row["scaling_efficiency"] = row["sequences_per_s"] / (int(n) * ak["sequences_per_s"])
     return out
+
+
+def run_data_parallel(settings: BenchmarkSettings, processes: int,
+                      timeout: float = 3600.0) -> dict[str, Any]:
+    """albertkit's step as ``processes`` local tf_multiworker processes (the CLI's --nproc).
+
+    Every process runs ``warmup`` + ``rounds x steps`` steps of micro-batch x accumulation
+    sequences each (so the global batch grows with the process count); rank 0 reports.
+    """
+    import io
+
+    from albertkit.distributed.launch import launch_local
+
+    out = io.StringIO()
+    code = launch_local([sys.executable, "-m", "albertkit.benchmark", "rank",
+                         settings.model_dump_json()], processes, "tf_multiworker",
+                        timeout=timeout, output=out)
+    lines = [line.split(MARKER, 1)[1] for line in out.getvalue().splitlines()
+             if MARKER in line]
+    if code != 0 or not lines:
+        tail = "\n".join(out.getvalue().splitlines()[-15:])
+        raise BenchmarkError(f"--processes {processes}: the launched job failed (exit code "
+                             f"{code}):\n{tail}")
+    reply = json.loads(lines[-1])
+    per_step = processes * settings.micro_batch * settings.accumulation
+    flops = training_flops(settings.spec, settings.seq_length, settings.predictions).training
+    row = _row(reply["info"], reply["rounds"], per_step, flops)
+    row["processes"] = processes
+    return row
+
+
+def rank_main(settings_json: str) -> int:
+    """One process of a launched data-parallel benchmark (TF_CONFIG set by the launcher)."""
+    from albertkit.config import DistributedConfig
+    from albertkit.distributed import build_distributor
+
+    settings = BenchmarkSettings.model_validate_json(settings_json)
+    if settings.malloc_arenas:
+        limit_malloc_arenas(settings.malloc_arenas)
+    distributor = build_distributor(DistributedConfig(backend="tf_multiworker"))
+    worker = _AlbertkitWorker(settings, distributor)
+    info = worker.setup()
+    rounds = [worker.steps(settings.steps) for _ in range(settings.rounds)]
+    if distributor.is_chief:
+        print(MARKER + json.dumps({"info": info, "rounds": rounds}), flush=True)
+    return 0
 
 
 # =========================================================================== output
@@ -712,35 +829,54 @@ def format_table(result: dict[str, Any]) -> str:
     s = result["settings"]
     head = (f"ALBERT-{s['size']} seq {s['seq_length']} micro-batch {s['micro_batch']} x "
             f"accumulation {s['accumulation']}, {s['precision']}, XLA "
-            f"{'on' if s['xla'] else 'off'}, {s['optimizer']}; "
+            f"{'on' if s['xla'] else 'off'}, {s['optimizer']}"
+            f"{', remat' if s.get('remat') else ''}"
+            f"{', malloc arenas ' + str(s['malloc_arenas']) if s.get('malloc_arenas') else ''}; "
             f"{len(next(iter(result['results'].values()))['step_times_s'])} timed steps per "
             f"framework ({s['rounds']} interleaved rounds); load avg "
             f"{result['machine']['load_avg'][0]:.1f}")
     lines = [head, "",
-             "| framework | seq/s (median) | step s median [min-max] | IQR % | peak RSS MiB | "
-             "train MiB | tensor MiB | matmul GFLOP/s | MFU % | first step s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for f, r in result["results"].items():
+             "| framework | seq/s (median) | step s median [min-max] | IQR % | CPU s/step | "
+             "peak RSS MiB | train MiB | tensor MiB | matmul GFLOP/s | MFU % | first step s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = list(result["results"].items())
+    rows += [(f"albertkit x{n} processes", r) for n, r in result.get("data_parallel", {}).items()]
+    for f, r in rows:
         lines.append(
             f"| {f} | {r['sequences_per_s']:.2f} | {r['step_s_median']:.3f} "
             f"[{r['step_s_min']:.3f}-{r['step_s_max']:.3f}] | {r['spread_iqr_pct']:.1f} | "
-            f"{_mib(r['peak_bytes'])} | {_mib(r['training_bytes'])} | "
+            f"{r['cpu_s_per_step']:.2f} | {_mib(r['peak_bytes'])} | "
+            f"{_mib(r['training_bytes'])} | "
             f"{_mib(r['tensor_peak_bytes']) if 'tensor_peak_bytes' in r else '-'} | "
             f"{r['matmul_flops_per_s'] / 1e9:.1f} | {100 * r['mfu']:.1f} | "
             f"{r['first_step_s']:.1f} |")
     lines.append("")
     lines.append("peak RSS: the process's resident peak during the timed steps; train: minus "
-                 "its RSS before the model was built; tensor: TensorFlow allocator peak")
+                 "its RSS before the model was built; tensor: TensorFlow allocator peak; "
+                 "MFU: median over rounds of model FLOP/s over the matmul peak measured just "
+                 "before that round")
+    for n, r in result.get("data_parallel", {}).items():
+        lines.append(f"{n} processes (tf_multiworker, global batch x{n}): scaling efficiency "
+                     f"{100 * r['scaling_efficiency']:.0f}% of {n} x the 1-process seq/s")
     if "ratios_vs_hf" in result:
         q = result["ratios_vs_hf"]
         lines.append(f"albertkit / hf-pytorch: sequences/s x{q['sequences_per_s']:.2f} "
-                     f"(worst case x{q['sequences_per_s_worst_case']:.2f}), peak memory "
-                     f"x{q['peak_memory']:.2f}, training memory x{q['training_memory']:.2f}")
+                     f"(range x{q['sequences_per_s_worst_case']:.2f}-"
+                     f"x{q['sequences_per_s_best_case']:.2f}), CPU s/step "
+                     f"x{q['cpu_s_per_step']:.2f}, peak memory x{q['peak_memory']:.2f}, "
+                     f"training memory x{q['training_memory']:.2f}")
     ak = result["results"]["albertkit"]
     if "pipeline_sequences_per_s" in ak:
         lines.append(f"input pipeline ({ak['pipeline_source']}): "
                      f"{ak['pipeline_sequences_per_s']:,.0f} seq/s = "
-                     f"x{result['pipeline_over_step']:.1f} the step's consumption")
+                     f"x{result['pipeline_over_step']:.1f} the step's consumption; with "
+                     f"dynamic masking (synthetic source): "
+                     f"{ak['pipeline_synthetic_sequences_per_s']:,.0f} seq/s")
+    elif "pipeline_source" in ak:
+        lines.append(f"input pipeline: {ak['pipeline_source']}")
+    if "breakdown_s" in ak:
+        lines += ["", "| piece (albertkit, median of 3) | seconds |", "|---|---:|"]
+        lines += [f"| {k} | {v:.3f} |" for k, v in ak["breakdown_s"].items()]
     p = result["planner"]
     lines.append(f"memory planner: predicted {_mib(p['predicted_bytes'])} MiB vs measured "
                  f"{_mib(p['measured_tensor_peak_bytes'])} MiB peak of TensorFlow's allocator "
@@ -773,6 +909,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    choices=["float32", "mixed_float16", "mixed_bfloat16"])
     p.add_argument("--xla", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
+    p.add_argument("--remat", action="store_true",
+                   help="albertkit recomputes each layer in the backward pass (less memory)")
+    p.add_argument("--malloc-arenas", type=int, default=None,
+                   help="cap glibc malloc arenas in both frameworks' processes (e.g. 2)")
     p.add_argument("--steps", type=int, default=5, help="timed steps per round and framework")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
@@ -780,6 +920,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--processes", type=_parse_int_list, default=[1],
                    help="comma-separated process counts (data parallel), e.g. 1,2")
     p.add_argument("--no-pipeline", dest="pipeline", action="store_false")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also time the pieces of albertkit's step (docs/performance.md)")
     p.add_argument("--hf-threads", type=int, default=None,
                    help="torch threads for --compare hf-pytorch (default: torch's own)")
     p.add_argument("--set", dest="model", action="append", default=[], metavar="FIELD=VALUE",
@@ -807,7 +949,8 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         accumulation=args.accumulation, precision=args.precision, xla=args.xla,
         optimizer=args.optimizer, steps=args.steps, warmup=args.warmup, rounds=args.rounds,
         compare=args.compare, processes=args.processes, pipeline=args.pipeline,
-        hf_threads=args.hf_threads)
+        hf_threads=args.hf_threads, breakdown=args.breakdown, remat=args.remat,
+        malloc_arenas=args.malloc_arenas)
     result = run_benchmark(settings)
     print(format_table(result))
     if args.json is not None:
@@ -819,5 +962,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "worker":
         raise SystemExit(worker_main(sys.argv[2], sys.argv[3]))
+    if len(sys.argv) == 3 and sys.argv[1] == "rank":
+        raise SystemExit(rank_main(sys.argv[2]))
     raise SystemExit("usage: python -m albertkit.benchmark worker FRAMEWORK SETTINGS_JSON "
                      "(internal; use `albertkit benchmark`)")

@@ -56,9 +56,12 @@ Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 GiB = 1024**3
 
 # Per-token, per-layer-application activation tensor counts (see the module docstring).
-# Counted from the ops of AlbertLayer and checked against measured peaks on CPU/XLA
-# (docs/memory.md): an XLA-compiled step keeps these, fusion removes the rest.
-ACT_HIDDEN = 13
+# Counted from the ops of AlbertLayer: layer input, Q, K, V and their head-major copies,
+# context (head-major and token-major), attention sum, LayerNorm normalised and output,
+# FFN sum, LayerNorm normalised and output = 15 H-wide; 16 fits the TensorFlow allocator
+# peaks measured for ALBERT-base at seq 128 and 512 (XLA, float32) within 2%
+# (docs/memory.md). FFN: pre-activation and activation.
+ACT_HIDDEN = 16
 ACT_FFN = 2
 # Fraction of device memory kept free for allocator fragmentation, and a fixed reserve for
 # the CUDA context, cuBLAS/cuDNN workspaces and XLA temporaries (GPU planning only).
@@ -205,8 +208,13 @@ def compute_bytes(precision: Precision) -> int:
 
 
 def activation_bytes_per_sequence(spec: AlbertSpec, seq_length: int, max_predictions: int,
-                                  precision: Precision) -> dict[str, float]:
-    """Activations kept for the backward pass of one sequence, by part (bytes)."""
+                                  precision: Precision, remat: bool = False
+                                  ) -> dict[str, float]:
+    """Activations kept for the backward pass of one sequence, by part (bytes).
+
+    With ``remat`` (each layer application recomputed in the backward pass) only every
+    layer's input is kept, plus the full activations of the one layer being recomputed.
+    """
     b = compute_bytes(precision)
     mixed = precision != "float32"
     t, p = seq_length, max_predictions
@@ -215,9 +223,14 @@ def activation_bytes_per_sequence(spec: AlbertSpec, seq_length: int, max_predict
     heads = spec.num_attention_heads
     per_token_layer = b * (ACT_HIDDEN * h + ACT_FFN * f)
     per_token_attention = heads * t * (4 + (b if mixed else 0))
+    if remat:
+        layers = n * t * b * h + t * per_token_layer
+        attention = t * per_token_attention
+    else:
+        layers, attention = n * t * per_token_layer, n * t * per_token_attention
     return {
-        "layers": float(n * t * per_token_layer),
-        "attention_probs": float(n * t * per_token_attention),
+        "layers": float(layers),
+        "attention_probs": float(attention),
         # word/position/type sum, LayerNorm in/out (E wide), projection output (H wide)
         "embeddings": float(t * b * (3 * e + h)),
         # gathered rows, dense/act/LN (E wide); float32 logits, softmax and gradient (V wide)
@@ -258,7 +271,7 @@ class MemoryEstimate:
 
 def estimate_memory(spec: AlbertSpec, seq_length: int, micro_batch: int,
                     precision: Precision = "float32", max_predictions: int | None = None,
-                    accumulation: int = 1) -> MemoryEstimate:
+                    accumulation: int = 1, remat: bool = False) -> MemoryEstimate:
     """Predict the peak memory of one training step of one replica (bytes).
 
     Args:
@@ -268,6 +281,7 @@ def estimate_memory(spec: AlbertSpec, seq_length: int, micro_batch: int,
         precision: ``float32``, ``mixed_float16`` or ``mixed_bfloat16``.
         max_predictions: masked positions per sequence (default 15% of ``seq_length``).
         accumulation: micro-batches per optimizer step (> 1 adds a gradient accumulator).
+        remat: layers are recomputed in the backward pass (``AlbertEncoder(remat=True)``).
     """
     if micro_batch <= 0 or accumulation <= 0:
         raise ValueError(f"micro_batch={micro_batch} and accumulation={accumulation} must be "
@@ -281,7 +295,7 @@ def estimate_memory(spec: AlbertSpec, seq_length: int, micro_batch: int,
         "accumulator": 4.0 * n if accumulation > 1 else 0.0,
         "optimizer": 8.0 * n,
     }
-    per_seq = activation_bytes_per_sequence(spec, seq_length, preds, precision)
+    per_seq = activation_bytes_per_sequence(spec, seq_length, preds, precision, remat)
     activations = {k: micro_batch * v for k, v in per_seq.items()}
     return MemoryEstimate(n, micro_batch, state, activations)
 
@@ -313,7 +327,7 @@ class BatchPlan:
 
 def plan_batch(spec: AlbertSpec, seq_length: int, precision: Precision, device: str | Device,
                global_batch: int, replicas: int = 1, max_predictions: int | None = None,
-               ) -> BatchPlan:
+               remat: bool = False) -> BatchPlan:
     """The largest micro-batch that divides the per-replica batch and fits the device.
 
     ``accumulation = global_batch / (replicas * micro_batch)``. When not even a micro-batch
@@ -327,11 +341,11 @@ def plan_batch(spec: AlbertSpec, seq_length: int, precision: Precision, device: 
     usable = dev.usable_bytes()
     best = BatchPlan(dev.name, global_batch, replicas, 0, 0,
                      estimate_memory(spec, seq_length, 1, precision, max_predictions,
-                                     accumulation=2).peak_bytes, usable)
+                                     accumulation=2, remat=remat).peak_bytes, usable)
     for micro in sorted(d for d in range(1, per_replica + 1) if per_replica % d == 0):
         accum = per_replica // micro
         peak = estimate_memory(spec, seq_length, micro, precision, max_predictions,
-                               accumulation=accum).peak_bytes
+                               accumulation=accum, remat=remat).peak_bytes
         if peak > usable:
             break
         best = BatchPlan(dev.name, global_batch, replicas, micro, accum, peak, usable)
@@ -339,11 +353,11 @@ def plan_batch(spec: AlbertSpec, seq_length: int, precision: Precision, device: 
 
 
 def plan_table(spec: AlbertSpec, seq_length: int, precision: Precision, global_batch: int,
-               replicas_per_device: int = 1, devices: tuple[str, ...] = PLANNED_DEVICES,
-               max_predictions: int | None = None) -> list[BatchPlan]:
-    """:func:`plan_batch` for each device (``replicas_per_device`` replicas of each)."""
-    return [plan_batch(spec, seq_length, precision, d, global_batch, replicas_per_device,
-                       max_predictions) for d in devices]
+               replicas: int = 1, devices: tuple[str, ...] = PLANNED_DEVICES,
+               max_predictions: int | None = None, remat: bool = False) -> list[BatchPlan]:
+    """:func:`plan_batch` on each device, for a job of ``replicas`` such devices."""
+    return [plan_batch(spec, seq_length, precision, d, global_batch, replicas,
+                       max_predictions, remat) for d in devices]
 
 
 def format_plan_table(plans: list[BatchPlan]) -> str:

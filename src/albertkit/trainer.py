@@ -320,7 +320,8 @@ class AlbertTrainer:
 
     def _snapshot_tokenizer(self, run: _Run, data: Any) -> None:
         """Copy the run's tokenizer into ``run_dir/tokenizer`` so the run is self-contained."""
-        src = getattr(data, "tokenizer_dir", None)
+        # pretraining data knows its tokenizer; fine-tuning configs name it in data.tokenizer
+        src = getattr(data, "tokenizer_dir", None) or getattr(self.config.data, "tokenizer", None)
         dst = self.run_dir / "tokenizer"
         if src is None or not run.distributor.is_chief or dst.exists():
             return
@@ -329,8 +330,8 @@ class AlbertTrainer:
         src = Path(src)
         tmp = self.run_dir / ".tokenizer.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        if src.is_dir():
-            shutil.copytree(src, tmp)
+        if src.is_dir():  # a tokenizer or Hugging Face model directory: not its weights
+            shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.safetensors*", "*.bin"))
         elif src.is_file():  # a bare spiece.model
             tmp.mkdir()
             shutil.copy2(src, tmp / "spiece.model")

@@ -33,6 +33,7 @@ ALBERT v2 uses no dropout, so inference and v2 training are unaffected.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -349,6 +350,10 @@ class AlbertEncoder(keras.Model):
             ``"mixed_bfloat16"``) or None for Keras' default.
         add_pooling_layer: build the tanh pooler (HF's question-answering and masked-LM
             models have none).
+        remat: in training, recompute each transformer-layer application in the backward
+            pass instead of keeping its activations (``keras.remat``, gradient
+            checkpointing): activation memory drops to one layer's plus each layer's input,
+            for about one extra forward pass of compute (docs/performance.md).
 
     Example:
         >>> from albertkit.models.sizes import SIZES, AlbertSpec
@@ -364,6 +369,7 @@ class AlbertEncoder(keras.Model):
         dtype: Any = None,
         add_pooling_layer: bool = True,
         name: str = "albert",
+        remat: bool = False,
         **kwargs: Any,
     ):
         super().__init__(name=name, dtype=_check_dtype(dtype), **kwargs)
@@ -371,6 +377,7 @@ class AlbertEncoder(keras.Model):
             raise TypeError(f"spec must be an AlbertSpec, got {type(spec).__name__}")
         self.spec = spec
         self.add_pooling_layer = add_pooling_layer
+        self.remat = bool(remat)
         dt = self.dtype_policy
         self.embeddings = AlbertEmbeddings(spec, name="embeddings", dtype=dt)
         self.embedding_hidden_mapping_in = _dense(
@@ -418,7 +425,11 @@ class AlbertEncoder(keras.Model):
         hidden = self.embedding_hidden_mapping_in(hidden)
         for i in range(self.spec.num_hidden_layers):
             group = self.albert_layer_groups[self.group_index(i)]
-            hidden = group(hidden, bias, training=training)
+            if self.remat and training:
+                # keyword arguments are bound first: TF's recompute_grad takes positionals only
+                hidden = keras.remat(functools.partial(group, training=True))(hidden, bias)
+            else:
+                hidden = group(hidden, bias, training=training)
         if self.final_layer_norm is not None:
             hidden = self.final_layer_norm(hidden)
         outputs = {"sequence_output": hidden}
@@ -436,6 +447,7 @@ class AlbertEncoder(keras.Model):
             "dtype": self.dtype_policy.name,
             "add_pooling_layer": self.add_pooling_layer,
             "name": self.name,
+            "remat": self.remat,
         }
 
     @classmethod
@@ -449,13 +461,15 @@ class _AlbertTask(keras.Model):
 
     _pooling = True
 
-    def __init__(self, spec: AlbertSpec, dtype: Any, name: str, **kwargs: Any):
+    def __init__(self, spec: AlbertSpec, dtype: Any, name: str, remat: bool = False,
+                 **kwargs: Any):
         super().__init__(name=name, dtype=_check_dtype(dtype), **kwargs)
         if not isinstance(spec, AlbertSpec):
             raise TypeError(f"spec must be an AlbertSpec, got {type(spec).__name__}")
         self.spec = spec
         self.albert = AlbertEncoder(
-            spec, dtype=self.dtype_policy, add_pooling_layer=self._pooling, name="albert"
+            spec, dtype=self.dtype_policy, add_pooling_layer=self._pooling, name="albert",
+            remat=remat,
         )
 
     def build_for(self, seq_length: int = 8, max_predictions: int | None = None) -> dict[str, Any]:
@@ -466,7 +480,8 @@ class _AlbertTask(keras.Model):
         return self(_dummy_batch(seq_length, max_predictions))
 
     def get_config(self) -> dict[str, Any]:
-        return {"spec": self.spec.model_dump(), "dtype": self.dtype_policy.name, "name": self.name}
+        return {"spec": self.spec.model_dump(), "dtype": self.dtype_policy.name, "name": self.name,
+                "remat": self.albert.remat}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> _AlbertTask:
