@@ -32,10 +32,10 @@ def main() -> int:
     out = _shared.out_dir(args, __file__)
 
     import numpy as np
+    from resume_training import newest_weights
 
     from albertkit import AlbertTrainer, TrainerConfig
     from albertkit.distributed.launch import cli_command, launch_local
-    from resume_training import newest_weights
 
     config = _shared.CONFIGS / "howto_distributed_tiny.yaml"
     common = ["runtime.max_steps=6", "checkpoint.every_steps=6"] if args.tiny else []

@@ -105,3 +105,17 @@ def test_resume_with_a_different_data_stream_is_refused(tmp_path):
         AlbertTrainer(config(run, micro_batch_size=2)).fit()
     with pytest.raises(Exception, match=r"cannot resume exactly.*seed"):
         AlbertTrainer(config(run, seed=7)).fit()
+
+
+def test_each_rank_gets_its_own_dropout_stream():
+    from albertkit.tasks import build_task
+    from albertkit.trainer import _decorrelate_dropout, resolve_spec
+
+    cfg = config("unused")
+    model = build_task(cfg, resolve_spec(cfg)).build_model()
+    states = [v for v in model.variables if v.path.endswith("seed_generator_state")]
+    assert states  # hidden_dropout_prob=0.1 in this config
+    before = [v.numpy().copy() for v in states]
+    _decorrelate_dropout(model, rank=2)
+    for b, v in zip(before, states, strict=True):
+        assert v.numpy()[0] == b[0] + 2 * 1_000_003 and v.numpy()[1] == b[1]

@@ -157,6 +157,8 @@ class AlbertTrainer:
             initialise_from(model, cfg.model.load_from, spec)
         distributor.broadcast_variables(list(model.variables) + list(optimizer.variables)
                                         + step.state_variables)
+        if distributor.size > 1:
+            _decorrelate_dropout(model, distributor.rank)
         if is_chief and for_training:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             cfg.to_yaml(self.run_dir / "config.yaml")
@@ -430,6 +432,20 @@ def _build_distributor(cfg: TrainerConfig):
     from albertkit.distributed import build_distributor
 
     return build_distributor(cfg.distributed)
+
+
+def _decorrelate_dropout(model: Any, rank: int) -> None:
+    """Give each rank its own dropout stream after the broadcast made all RNG states equal.
+
+    A Keras seed-generator state is ``[seed, counter]`` and every call advances only the
+    counter, so offsetting the seed by the rank keeps ranks distinct and reproducible: after a
+    resume (which restores rank 0's state) the same offset recreates every rank's stream.
+    """
+    for var in model.variables:
+        if var.path.endswith("seed_generator_state"):
+            offset = np.zeros(var.shape, dtype=var.dtype)
+            offset[0] = 1_000_003 * rank
+            var.assign(var.numpy() + offset)
 
 
 def resolve_spec(cfg: TrainerConfig) -> AlbertSpec:
