@@ -78,6 +78,9 @@ def main() -> int:
                       "optimizer.learning_rate=1e-3", "data.max_seq_length=32"]
     cfg = TrainerConfig.from_yaml(config, overrides)
     trainer = AlbertTrainer(cfg).fit()
+    if trainer.summary["status"] != "completed":
+        print(f"stopped at step {trainer.summary['step']}: run the same command to resume")
+        return 130
 
     scores = {k: round(v, 4) for k, v in trainer.summary["eval"].items() if isinstance(v, float)}
     print("eval:", json.dumps(scores))

@@ -94,6 +94,9 @@ def main() -> int:
                       "data.doc_stride=48", "data.max_query_length=24"]
     cfg = TrainerConfig.from_yaml(config, overrides)
     trainer = AlbertTrainer(cfg).fit()
+    if trainer.summary["status"] != "completed":
+        print(f"stopped at step {trainer.summary['step']}: run the same command to resume")
+        return 130
 
     # The official files: predictions.json, nbest_predictions.json, null_odds.json (v2.0).
     squad_eval = run_dir / "squad_eval"

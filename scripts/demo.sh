@@ -10,5 +10,5 @@ VENV=${VENV:-.venv}
 # shellcheck disable=SC1091
 . "$VENV/bin/activate"
 python -m pip install --quiet --upgrade pip
-python -m pip install --quiet -e .
+python -m pip install --quiet -e ".[report]"
 albertkit demo "$@"

@@ -37,8 +37,15 @@ from albertkit.memory import (
 )
 from albertkit.models.sizes import SIZES, AlbertSpec
 
-SMALL = AlbertSpec(vocab_size=100, embedding_size=8, hidden_size=16, num_hidden_layers=2,
-                   num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+SMALL = AlbertSpec(
+    vocab_size=100,
+    embedding_size=8,
+    hidden_size=16,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=64,
+)
 
 
 # ----------------------------------------------------------------------------- FLOPs
@@ -47,13 +54,13 @@ def test_flops_hand_computed_small_model():
     f = training_flops(SMALL, t, p)
     # by hand: E=8, H=16, F=32, V=100, 2 layer applications
     expected_forward = (
-        2 * 10 * 8 * 16                        # embedding projection        2,560
-        + 2 * (3 * 2 * 10 * 16 * 16)           # Q, K, V                    30,720
-        + 2 * (2 * 10 * 10 * 16) * 2           # scores + context           12,800
-        + 2 * (2 * 10 * 16 * 16)               # attention output           10,240
-        + 2 * (2 * 2 * 10 * 16 * 32)           # FFN                        40,960
-        + (2 * 16 * 16 + 2 * 16 * 2)           # pooler + SOP                  576
-        + (2 * 3 * 16 * 8 + 2 * 3 * 8 * 100)   # MLM head at 3 positions     5,568
+        2 * 10 * 8 * 16  # embedding projection        2,560
+        + 2 * (3 * 2 * 10 * 16 * 16)  # Q, K, V                    30,720
+        + 2 * (2 * 10 * 10 * 16) * 2  # scores + context           12,800
+        + 2 * (2 * 10 * 16 * 16)  # attention output           10,240
+        + 2 * (2 * 2 * 10 * 16 * 32)  # FFN                        40,960
+        + (2 * 16 * 16 + 2 * 16 * 2)  # pooler + SOP                  576
+        + (2 * 3 * 16 * 8 + 2 * 3 * 8 * 100)  # MLM head at 3 positions     5,568
     )
     assert expected_forward == 103_424
     assert f.forward == expected_forward
@@ -102,11 +109,14 @@ def test_flops_reject_bad_shapes():
 
 
 # ----------------------------------------------------------------------------- parameters
-@pytest.mark.parametrize("overrides", [
-    {},
-    {"num_hidden_groups": 2, "inner_group_num": 2},
-    {"pre_layer_norm": True},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"num_hidden_groups": 2, "inner_group_num": 2},
+        {"pre_layer_norm": True},
+    ],
+)
 def test_parameter_count_matches_keras_model(overrides):
     from albertkit.models.albert import AlbertForPretraining
 
@@ -127,8 +137,13 @@ def test_estimate_memory_hand_computed():
     spec, t, p, b = SMALL, 10, 3, 4
     est = estimate_memory(spec, t, b, "float32", max_predictions=p, accumulation=2)
     n = parameter_count(spec)
-    assert est.state == {"weights": 4 * n, "weight_casts": 0, "gradients": 4 * n,
-                         "accumulator": 4 * n, "optimizer": 8 * n}
+    assert est.state == {
+        "weights": 4 * n,
+        "weight_casts": 0,
+        "gradients": 4 * n,
+        "accumulator": 4 * n,
+        "optimizer": 8 * n,
+    }
     per_seq = activation_bytes_per_sequence(spec, t, p, "float32")
     # layers: 2 applications x 10 tokens x 4 bytes x (16 x 16 + 2 x 32)
     assert per_seq["layers"] == 2 * 10 * 4 * (16 * 16 + 2 * 32)
@@ -155,8 +170,10 @@ def test_estimate_memory_trends():
 
 def test_plan_batch_properties():
     spec = AlbertSpec(**SIZES["base"])
-    plans = {d: plan_batch(spec, 512, "float32", d, global_batch=4096, replicas=64)
-             for d in PLANNED_DEVICES}
+    plans = {
+        d: plan_batch(spec, 512, "float32", d, global_batch=4096, replicas=64)
+        for d in PLANNED_DEVICES
+    }
     for name, plan in plans.items():
         assert plan.fits, name
         per_replica = 4096 // 64
@@ -165,8 +182,9 @@ def test_plan_batch_properties():
         # the next larger divisor would not fit (or there is none)
         bigger = [d for d in range(plan.micro_batch + 1, per_replica + 1) if per_replica % d == 0]
         if bigger:
-            over = estimate_memory(spec, 512, bigger[0], "float32",
-                                   accumulation=per_replica // bigger[0])
+            over = estimate_memory(
+                spec, 512, bigger[0], "float32", accumulation=per_replica // bigger[0]
+            )
             assert over.peak_bytes > plan.usable_bytes
     micro = [plans[d].micro_batch for d in ("V100", "A100", "A100-80GB", "H200")]
     assert micro == sorted(micro)
@@ -227,7 +245,7 @@ def _check_table(text: str, frameworks: list[str]) -> None:
     header = next(i for i, line in enumerate(lines) if line.startswith("| framework"))
     columns = lines[header].count("|")
     assert re.fullmatch(r"\|(-+\|)(-+:\|)+", lines[header + 1].replace("|---:", "|--:"))
-    rows = lines[header + 2: header + 2 + len(frameworks)]
+    rows = lines[header + 2 : header + 2 + len(frameworks)]
     for framework, row in zip(frameworks, rows, strict=True):
         assert row.startswith(f"| {framework} |")
         assert row.count("|") == columns
@@ -237,9 +255,17 @@ def _check_table(text: str, frameworks: list[str]) -> None:
 
 
 def test_benchmark_smoke_two_steps(tmp_path):
-    settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
-                                 micro_batch=2, steps=2, warmup=1, rounds=1, xla=False,
-                                 pipeline=False)
+    settings = BenchmarkSettings(
+        size="tiny",
+        model={"vocab_size": 300},
+        seq_length=32,
+        micro_batch=2,
+        steps=2,
+        warmup=1,
+        rounds=1,
+        xla=False,
+        pipeline=False,
+    )
     result = run_benchmark(settings, progress=False)
     json.dumps(result)  # serialisable
     assert len(result["results"]["albertkit"]["step_times_s"]) == 2
@@ -249,9 +275,18 @@ def test_benchmark_smoke_two_steps(tmp_path):
 @pytest.mark.distributed
 @pytest.mark.slow
 def test_benchmark_smoke_two_processes():
-    settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
-                                 micro_batch=2, steps=2, warmup=1, rounds=1, xla=False,
-                                 pipeline=False, processes=[1, 2])
+    settings = BenchmarkSettings(
+        size="tiny",
+        model={"vocab_size": 300},
+        seq_length=32,
+        micro_batch=2,
+        steps=2,
+        warmup=1,
+        rounds=1,
+        xla=False,
+        pipeline=False,
+        processes=[1, 2],
+    )
     result = run_benchmark(settings, progress=False)
     row = result["data_parallel"]["2"]
     assert len(row["step_times_s"]) == 2 and row["scaling_efficiency"] > 0
@@ -261,9 +296,18 @@ def test_benchmark_smoke_two_processes():
 @pytest.mark.torch
 @pytest.mark.slow
 def test_benchmark_smoke_compare_hf(tmp_path):
-    settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
-                                 micro_batch=2, accumulation=2, steps=1, warmup=1, rounds=2,
-                                 compare=["hf-pytorch"], pipeline=False)
+    settings = BenchmarkSettings(
+        size="tiny",
+        model={"vocab_size": 300},
+        seq_length=32,
+        micro_batch=2,
+        accumulation=2,
+        steps=1,
+        warmup=1,
+        rounds=2,
+        compare=["hf-pytorch"],
+        pipeline=False,
+    )
     result = run_benchmark(settings, progress=False)
     for f in ("albertkit", "hf-pytorch"):
         assert len(result["results"][f]["step_times_s"]) == 2
@@ -277,8 +321,20 @@ def test_cli_arguments_and_errors():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
     add_parser(sub)
-    args = parser.parse_args(["benchmark", "--size", "tiny", "--no-xla", "--processes", "1,2",
-                              "--compare", "hf-pytorch", "--set", "num_hidden_layers=1"])
+    args = parser.parse_args(
+        [
+            "benchmark",
+            "--size",
+            "tiny",
+            "--no-xla",
+            "--processes",
+            "1,2",
+            "--compare",
+            "hf-pytorch",
+            "--set",
+            "num_hidden_layers=1",
+        ]
+    )
     assert args.xla is False and args.processes == [1, 2] and args.compare == ["hf-pytorch"]
     assert args.model == ["num_hidden_layers=1"]
     bad = parser.parse_args(["benchmark", "--set", "num_hidden_layers"])
@@ -305,10 +361,12 @@ def test_remat_gives_the_same_gradients(jit):
 
     spec = AlbertSpec(**{**SMALL.model_dump(), "num_hidden_groups": 2, "inner_group_num": 2})
     rng = np.random.default_rng(0)
-    batch = {"input_ids": tf.constant(rng.integers(5, 100, (3, 12)), tf.int32),
-             "input_mask": tf.constant(np.arange(12)[None, :] < [[12], [9], [5]], tf.int32),
-             "segment_ids": tf.zeros((3, 12), tf.int32),
-             "masked_lm_positions": tf.constant(rng.integers(0, 5, (3, 4)), tf.int32)}
+    batch = {
+        "input_ids": tf.constant(rng.integers(5, 100, (3, 12)), tf.int32),
+        "input_mask": tf.constant(np.arange(12)[None, :] < [[12], [9], [5]], tf.int32),
+        "segment_ids": tf.zeros((3, 12), tf.int32),
+        "masked_lm_positions": tf.constant(rng.integers(0, 5, (3, 4)), tf.int32),
+    }
     grads = {}
     for remat in (False, True):
         keras.utils.set_random_seed(0)
@@ -320,7 +378,8 @@ def test_remat_gives_the_same_gradients(jit):
             with tf.GradientTape() as tape:
                 out = model(batch, training=True)
                 loss = tf.reduce_sum(tf.square(out["mlm_logits"])) + tf.reduce_sum(
-                    out["sop_logits"])
+                    out["sop_logits"]
+                )
             return [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)]
 
         grads[remat] = [g.numpy() for g in fn()]
@@ -333,8 +392,12 @@ def test_remat_planner_keeps_layer_inputs_only():
     spec = AlbertSpec(**SIZES["base"])
     full = activation_bytes_per_sequence(spec, 512, 77, "float32")
     remat = activation_bytes_per_sequence(spec, 512, 77, "float32", remat=True)
-    # 12 layer inputs (512 x 768 float32) + one layer's activations
-    assert remat["layers"] == 12 * 512 * 768 * 4 + full["layers"] / 12
-    assert remat["attention_probs"] == full["attention_probs"] / 12
-    assert estimate_memory(spec, 512, 8, remat=True).peak_bytes < \
-        0.3 * estimate_memory(spec, 512, 8).peak_bytes
+    # 12 layer inputs (512 x 768 float32); the recomputed layer = one layer's activations
+    assert remat["layers"] == 12 * 512 * 768 * 4
+    assert remat["recomputed_layer"] == (full["layers"] + full["attention_probs"]) / 12
+    layer_params = 4 * (768**2 + 768) + 2 * 768 + 2 * 768 * 3072 + 3072 + 768 + 2 * 768
+    small = estimate_memory(spec, 512, 1, remat=True)
+    assert small.activations["remat_peak"] == 12 * 4 * layer_params  # weight-gradient copies
+    big = estimate_memory(spec, 512, 64, remat=True)
+    assert big.activations["remat_peak"] == 64 * remat["recomputed_layer"]
+    assert big.peak_bytes < 0.3 * estimate_memory(spec, 512, 64).peak_bytes

@@ -33,8 +33,18 @@ def np_schedule(step, peak, total, warmup, power=1.0, end=0.0):
     return decayed
 
 
-def np_run(kind, params, grads_per_step, lrs, wd=0.01, b1=0.9, b2=0.999, eps=1e-6,
-           exclude_decay=EXCLUDE, exclude_adapt=None):
+def np_run(
+    kind,
+    params,
+    grads_per_step,
+    lrs,
+    wd=0.01,
+    b1=0.9,
+    b2=0.999,
+    eps=1e-6,
+    exclude_decay=EXCLUDE,
+    exclude_adapt=None,
+):
     """Apply the optimizer formulas step by step in float64 NumPy."""
     exclude_adapt = exclude_decay if exclude_adapt is None else exclude_adapt
     w = {k: np.array(v, np.float64) for k, v in params.items()}
@@ -130,8 +140,9 @@ def test_matches_numpy_reference_constant_lr(kind, jit):
 def test_matches_numpy_reference_with_schedule_under_xla(kind):
     params = make_params(seed=3)
     grads = make_grads(params, steps=6, seed=4)
-    schedule = WarmupPolynomialDecay(0.02, total_steps=8, warmup_steps=3, power=2.0,
-                                     end_learning_rate=0.001)
+    schedule = WarmupPolynomialDecay(
+        0.02, total_steps=8, warmup_steps=3, power=2.0, end_learning_rate=0.001
+    )
     cls = Lamb if kind == "lamb" else AdamW
     got, opt = run_keras(cls(learning_rate=schedule), params, grads, jit=True)
     lrs = [np_schedule(t, 0.02, 8, 3, 2.0, 0.001) for t in range(6)]
@@ -155,8 +166,9 @@ def test_lamb_exclusion_flags_and_zero_variable_fallback():
     # ||w|| = 0 -> ratio 1.0 (and decay of a zero weight is zero): w1 = -lr * m / (sqrt(v)+eps)
     g = grads[0]["encoder/zero_init/kernel"].astype(np.float64)
     m, v = 0.1 * g, 0.001 * g * g
-    np.testing.assert_allclose(got["encoder/zero_init/kernel"],
-                               -0.1 * m / (np.sqrt(v) + 1e-6), rtol=1e-5)
+    np.testing.assert_allclose(
+        got["encoder/zero_init/kernel"], -0.1 * m / (np.sqrt(v) + 1e-6), rtol=1e-5
+    )
     assert np.all(np.isfinite(got["encoder/zero_init/kernel"]))
 
 
@@ -235,8 +247,11 @@ def test_under_distribution_strategy(context):
 
 def test_config_round_trip_and_config_sections():
     lamb = LambConfig.model_validate(
-        {"kind": "lamb", "learning_rate": 1e-3,
-         "schedule": {"warmup_fraction": 0.1, "power": 0.5, "end_learning_rate": 1e-5}}
+        {
+            "kind": "lamb",
+            "learning_rate": 1e-3,
+            "schedule": {"warmup_fraction": 0.1, "power": 0.5, "end_learning_rate": 1e-5},
+        }
     ).build(total_steps=200)
     assert isinstance(lamb, Lamb)
     schedule = lamb._learning_rate
@@ -280,8 +295,9 @@ def test_schedule_hand_computed_values():
     assert float(s(100)) == pytest.approx(0.0, abs=1e-12)
     assert float(s(150)) == pytest.approx(0.0, abs=1e-12)
 
-    q = WarmupPolynomialDecay(2e-3, total_steps=50, warmup_steps=0, power=2.0,
-                              end_learning_rate=1e-4)
+    q = WarmupPolynomialDecay(
+        2e-3, total_steps=50, warmup_steps=0, power=2.0, end_learning_rate=1e-4
+    )
     # (peak - end) * (1 - t/T)^2 + end
     assert float(q(0)) == pytest.approx(2e-3)
     assert float(q(25)) == pytest.approx(1.9e-3 * 0.25 + 1e-4)
@@ -293,15 +309,17 @@ def test_schedule_hand_computed_values():
 def test_schedule_matches_reference_everywhere_and_compiles():
     s = WarmupPolynomialDecay(0.00176, total_steps=1000, warmup_steps=31, power=1.0)
     steps = tf.range(0, 1200, dtype=tf.int64)
-    got = tf.function(lambda x: tf.map_fn(s, x, fn_output_signature=tf.float32),
-                      jit_compile=True)(steps).numpy()
+    got = tf.function(lambda x: tf.map_fn(s, x, fn_output_signature=tf.float32), jit_compile=True)(
+        steps
+    ).numpy()
     want = [np_schedule(int(t), 0.00176, 1000, 31) for t in range(1200)]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-10)
 
 
 def test_schedule_serialises_and_validates():
-    s = WarmupPolynomialDecay(1e-3, total_steps=100, warmup_steps=10, power=0.5,
-                              end_learning_rate=1e-5)
+    s = WarmupPolynomialDecay(
+        1e-3, total_steps=100, warmup_steps=10, power=0.5, end_learning_rate=1e-5
+    )
     clone = WarmupPolynomialDecay.from_config(s.get_config())
     assert clone.get_config() == s.get_config()
     restored = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(s))

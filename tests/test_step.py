@@ -128,3 +128,14 @@ def test_tiny_model_halves_its_loss():
         loss = task.metrics({k: float(v) for k, v in out.items()})["loss"]
         first = first if first is not None else loss
     assert loss < first / 2, (first, loss)
+
+
+def test_remat_config_gives_the_same_gradients():
+    batch = stack(fixed_batch(8), 1)
+    grads = []
+    for remat in (False, True):
+        _, _, step = build(config(remat=remat))
+        g, _ = step._compute(batch, tf.constant(1.0))
+        grads.append([x.numpy() for x in g])
+    for a, b in zip(*grads, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

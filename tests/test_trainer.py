@@ -119,3 +119,11 @@ def test_each_rank_gets_its_own_dropout_stream():
     _decorrelate_dropout(model, rank=2)
     for b, v in zip(before, states, strict=True):
         assert v.numpy()[0] == b[0] + 2 * 1_000_003 and v.numpy()[1] == b[1]
+
+
+def test_rerunning_a_completed_run_keeps_its_summary(tmp_path):
+    run = tmp_path / "run"
+    first = AlbertTrainer(config(run, eval_every_steps=0)).fit().summary
+    again = AlbertTrainer(config(run, eval_every_steps=0)).fit().summary
+    assert again == first and again["sequences_per_second"] > 0
+    assert json.loads((run / "summary.json").read_text()) == first

@@ -72,7 +72,8 @@ class BenchmarkSettings(BaseModel):
     optimizer: Literal["adamw", "lamb"] = "adamw"
     remat: bool = Field(False, description="recompute each layer in the backward pass")
     malloc_arenas: int | None = Field(
-        None, gt=0, description="cap glibc malloc arenas in every worker (None: glibc default)")
+        None, gt=0, description="cap glibc malloc arenas in every worker (None: glibc default)"
+    )
     steps: int = Field(5, gt=0, description="timed steps per round and framework")
     warmup: int = Field(2, ge=1, description="untimed steps (compilation) before timing")
     rounds: int = Field(3, gt=0)
@@ -88,16 +89,21 @@ class BenchmarkSettings(BaseModel):
     def _check(self) -> BenchmarkSettings:
         spec = self.spec  # validates the overrides
         if self.seq_length > spec.max_position_embeddings:
-            raise ValueError(f"seq_length={self.seq_length} exceeds model "
-                             f"max_position_embeddings={spec.max_position_embeddings}")
+            raise ValueError(
+                f"seq_length={self.seq_length} exceeds model "
+                f"max_position_embeddings={spec.max_position_embeddings}"
+            )
         if self.predictions > self.seq_length:
-            raise ValueError(f"max_predictions={self.predictions} exceeds "
-                             f"seq_length={self.seq_length}")
+            raise ValueError(
+                f"max_predictions={self.predictions} exceeds seq_length={self.seq_length}"
+            )
         if "hf-pytorch" in self.compare and spec.pre_layer_norm:
             raise ValueError("--compare hf-pytorch: Hugging Face ALBERT has no pre_layer_norm")
         if "hf-pytorch" in self.compare and self.precision == "mixed_float16":
-            raise ValueError("--compare hf-pytorch runs CPU PyTorch: use float32 or "
-                             "mixed_bfloat16 (autocast), not mixed_float16")
+            raise ValueError(
+                "--compare hf-pytorch runs CPU PyTorch: use float32 or "
+                "mixed_bfloat16 (autocast), not mixed_float16"
+            )
         if any(p < 1 for p in self.processes):
             raise ValueError(f"processes={self.processes}: every entry must be >= 1")
         return self
@@ -105,9 +111,13 @@ class BenchmarkSettings(BaseModel):
     @property
     def spec(self) -> AlbertSpec:
         # Dropout off on both sides (issue 9): v2 presets have none except the classifier.
-        fields = {**SIZES[self.size], "hidden_dropout_prob": 0.0,
-                  "attention_probs_dropout_prob": 0.0, "classifier_dropout_prob": 0.0,
-                  **self.model}
+        fields = {
+            **SIZES[self.size],
+            "hidden_dropout_prob": 0.0,
+            "attention_probs_dropout_prob": 0.0,
+            "classifier_dropout_prob": 0.0,
+            **self.model,
+        }
         return AlbertSpec(**fields)
 
     @property
@@ -188,16 +198,23 @@ def _random_batch(settings: BenchmarkSettings, rng) -> dict[str, Any]:
     """One optimizer step of pretraining inputs, ``[accumulation, micro_batch, ...]``."""
     import numpy as np
 
-    a, b, t, p = settings.accumulation, settings.micro_batch, settings.seq_length, \
-        settings.predictions
+    a, b, t, p = (
+        settings.accumulation,
+        settings.micro_batch,
+        settings.seq_length,
+        settings.predictions,
+    )
     vocab = settings.spec.vocab_size
-    positions = np.sort(np.stack([rng.choice(np.arange(1, t), p, replace=False)
-                                  for _ in range(a * b)]), axis=1).reshape(a, b, p)
+    positions = np.sort(
+        np.stack([rng.choice(np.arange(1, t), p, replace=False) for _ in range(a * b)]), axis=1
+    ).reshape(a, b, p)
     return {
         "input_ids": rng.integers(5, vocab, (a, b, t)).astype(np.int32),
         "input_mask": np.ones((a, b, t), np.int32),
-        "segment_ids": (np.arange(t)[None, None, :] >= t // 2).astype(np.int32)
-        .repeat(a, 0).repeat(b, 1),
+        "segment_ids": (np.arange(t)[None, None, :] >= t // 2)
+        .astype(np.int32)
+        .repeat(a, 0)
+        .repeat(b, 1),
         "masked_lm_positions": positions.astype(np.int32),
         "masked_lm_ids": rng.integers(5, vocab, (a, b, p)).astype(np.int32),
         "masked_lm_weights": np.ones((a, b, p), np.float32),
@@ -231,16 +248,26 @@ class _AlbertkitWorker:
         self.gpu = bool(tf.config.list_physical_devices("GPU"))
         baseline = self.memory.rss()
         distributor = self.distributor or SingleProcess()
-        cfg = TrainerConfig.from_dict({
-            "model": {"size": s.size, **s.spec.model_dump()},
-            "data": {"kind": "synthetic", "seq_length": s.seq_length,
-                     "max_predictions_per_seq": s.predictions},
-            "optimizer": {"kind": s.optimizer},
-            "runtime": {"precision": s.precision, "xla": s.xla, "seed": s.seed,
-                        "micro_batch_size": s.micro_batch,
-                        "global_batch_size": s.micro_batch * s.accumulation,
-                        "max_steps": 1_000_000},
-        }, source="benchmark")
+        cfg = TrainerConfig.from_dict(
+            {
+                "model": {"size": s.size, **s.spec.model_dump()},
+                "data": {
+                    "kind": "synthetic",
+                    "seq_length": s.seq_length,
+                    "max_predictions_per_seq": s.predictions,
+                },
+                "optimizer": {"kind": s.optimizer},
+                "runtime": {
+                    "precision": s.precision,
+                    "xla": s.xla,
+                    "seed": s.seed,
+                    "micro_batch_size": s.micro_batch,
+                    "global_batch_size": s.micro_batch * s.accumulation,
+                    "max_steps": 1_000_000,
+                },
+            },
+            source="benchmark",
+        )
         import keras
 
         keras.utils.set_random_seed(s.seed)
@@ -255,8 +282,15 @@ class _AlbertkitWorker:
             else:
                 model = task.build_model()
             optimizer = cfg.optimizer.build(total_steps=cfg.runtime.max_steps)
-            self.step = TrainStep(task, model, optimizer, distributor, cfg.runtime,
-                                  s.accumulation, cfg.optimizer.clip_norm)
+            self.step = TrainStep(
+                task,
+                model,
+                optimizer,
+                distributor,
+                cfg.runtime,
+                s.accumulation,
+                cfg.optimizer.clip_norm,
+            )
         rng = np.random.default_rng(s.seed + distributor.rank)
         self.batch = {k: tf.constant(v) for k, v in _random_batch(s, rng).items()}
         self.batches = None
@@ -266,11 +300,17 @@ class _AlbertkitWorker:
         build_s = time.perf_counter() - t0
         warm = _timed(self._run_step, s.warmup)
         return {
-            "framework": "albertkit", "params": int(model.count_params()),
-            "baseline_rss": baseline, "build_s": build_s, "first_step_s": warm[0],
-            "threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
-                        "inter_op": tf.config.threading.get_inter_op_parallelism_threads()},
-            "device": "GPU" if self.gpu else "CPU", "memory_method": self.memory.method,
+            "framework": "albertkit",
+            "params": int(model.count_params()),
+            "baseline_rss": baseline,
+            "build_s": build_s,
+            "first_step_s": warm[0],
+            "threads": {
+                "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+            },
+            "device": "GPU" if self.gpu else "CPU",
+            "memory_method": self.memory.method,
             "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
         }
 
@@ -292,17 +332,25 @@ class _AlbertkitWorker:
         times = _timed(self._run_step, n)
         cpu = time.process_time() - cpu0
         tensors = tf.config.experimental.get_memory_info(device)
-        return {"times": times, "cpu_s": cpu, "peak_bytes": int(self.memory.peak()),
-                "tensor_peak_bytes": int(tensors["peak"]),
-                "tensor_current_bytes": int(tensors["current"]), **matmul}
+        return {
+            "times": times,
+            "cpu_s": cpu,
+            "peak_bytes": int(self.memory.peak()),
+            "tensor_peak_bytes": int(tensors["peak"]),
+            "tensor_current_bytes": int(tensors["current"]),
+            **matmul,
+        }
 
     def matmul(self) -> dict[str, Any]:
         import tensorflow as tf
 
         if not hasattr(self, "_matmul"):
             n = 2048 if not self.gpu else 8192
-            dtype = tf.float32 if self.s.precision == "float32" else (
-                tf.bfloat16 if self.s.precision == "mixed_bfloat16" else tf.float16)
+            dtype = (
+                tf.float32
+                if self.s.precision == "float32"
+                else (tf.bfloat16 if self.s.precision == "mixed_bfloat16" else tf.float16)
+            )
             a = tf.cast(tf.random.normal((n, n), dtype=tf.float32), dtype)
             fn = tf.function(lambda x: tf.reduce_sum(tf.cast(tf.matmul(x, x), tf.float32)))
             fn(a).numpy()
@@ -343,33 +391,48 @@ class _HFWorker:
         self.model.train()
         # Same hyper-parameters as albertkit's AdamW (BERT's: eps 1e-6, decay 0.01); torch's
         # AdamW decays every parameter and bias-corrects: the cost is the same.
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, eps=1e-6,
-                                     weight_decay=0.01)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
         batch = _random_batch(s, np.random.default_rng(s.seed))
         a, b, t = s.accumulation, s.micro_batch, s.seq_length
         labels = np.full((a, b, t), -100, np.int64)
-        np.put_along_axis(labels, batch["masked_lm_positions"].astype(np.int64),
-                          batch["masked_lm_ids"].astype(np.int64), axis=2)
-        self.micro = [{
-            "input_ids": torch.tensor(batch["input_ids"][i], dtype=torch.long),
-            "attention_mask": torch.tensor(batch["input_mask"][i], dtype=torch.long),
-            "token_type_ids": torch.tensor(batch["segment_ids"][i], dtype=torch.long),
-            "labels": torch.tensor(labels[i]),
-            "sentence_order_label": torch.tensor(batch["next_sentence_labels"][i],
-                                                 dtype=torch.long),
-        } for i in range(a)]
-        self.autocast = (torch.autocast("cpu", dtype=torch.bfloat16)
-                         if s.precision == "mixed_bfloat16" else contextlib.nullcontext())
+        np.put_along_axis(
+            labels,
+            batch["masked_lm_positions"].astype(np.int64),
+            batch["masked_lm_ids"].astype(np.int64),
+            axis=2,
+        )
+        self.micro = [
+            {
+                "input_ids": torch.tensor(batch["input_ids"][i], dtype=torch.long),
+                "attention_mask": torch.tensor(batch["input_mask"][i], dtype=torch.long),
+                "token_type_ids": torch.tensor(batch["segment_ids"][i], dtype=torch.long),
+                "labels": torch.tensor(labels[i]),
+                "sentence_order_label": torch.tensor(
+                    batch["next_sentence_labels"][i], dtype=torch.long
+                ),
+            }
+            for i in range(a)
+        ]
+        self.autocast = (
+            torch.autocast("cpu", dtype=torch.bfloat16)
+            if s.precision == "mixed_bfloat16"
+            else contextlib.nullcontext()
+        )
         build_s = time.perf_counter() - t0
         warm = _timed(self._run_step, s.warmup)
         return {
             "framework": "hf-pytorch",
             "params": int(sum(p.numel() for p in self.model.parameters())),
-            "baseline_rss": baseline, "build_s": build_s, "first_step_s": warm[0],
-            "threads": {"intra_op": torch.get_num_threads(),
-                        "inter_op": torch.get_num_interop_threads()},
+            "baseline_rss": baseline,
+            "build_s": build_s,
+            "first_step_s": warm[0],
+            "threads": {
+                "intra_op": torch.get_num_threads(),
+                "inter_op": torch.get_num_interop_threads(),
+            },
             "attention": self.model.config._attn_implementation,
-            "device": "CPU", "memory_method": self.memory.method,
+            "device": "CPU",
+            "memory_method": self.memory.method,
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         }
 
@@ -406,8 +469,9 @@ class _HFWorker:
         return {}
 
 
-def step_breakdown(step: Any, batch: dict[str, Any], s: BenchmarkSettings,
-                   repeats: int = 3) -> dict[str, float]:
+def step_breakdown(
+    step: Any, batch: dict[str, Any], s: BenchmarkSettings, repeats: int = 3
+) -> dict[str, float]:
     """Median seconds of the pieces of one training step, each compiled on its own.
 
     XLA fuses a whole step into one program, so a profiler shows one op; timing the pieces
@@ -439,6 +503,7 @@ def step_breakdown(step: Any, batch: dict[str, Any], s: BenchmarkSettings,
                 out = tf.reduce_sum(tf.cast(fn(x), tf.float32))
             grads = tape.gradient(out, sources)
             return out, [g for g in grads if g is not None]
+
         return tf.function(run, jit_compile=jit), (x,)
 
     def loss_only(m):
@@ -456,10 +521,10 @@ def step_breakdown(step: Any, batch: dict[str, Any], s: BenchmarkSettings,
         "forward (loss)": (tf.function(loss_only, jit_compile=jit), (micro,)),
         "forward+backward": fwd_bwd(loss_only, micro),
         "embeddings+projection fwd+bwd": fwd_bwd(embed, micro),
-        "one transformer layer fwd+bwd": fwd_bwd(lambda x: layer(x, bias, training=True),
-                                                 hidden),
-        "attention block fwd+bwd": fwd_bwd(lambda x: layer.attention(x, bias, training=True),
-                                           hidden),
+        "one transformer layer fwd+bwd": fwd_bwd(lambda x: layer(x, bias, training=True), hidden),
+        "attention block fwd+bwd": fwd_bwd(
+            lambda x: layer.attention(x, bias, training=True), hidden
+        ),
         "MLM head (gathered) fwd+bwd": fwd_bwd(mlm, masked),
         "MLM head at all T positions fwd+bwd (HF's way)": fwd_bwd(mlm, hidden),
     }
@@ -478,11 +543,10 @@ def step_breakdown(step: Any, batch: dict[str, Any], s: BenchmarkSettings,
     result = {}
     for name, (fn, args) in pieces.items():
         sync(fn(*args))  # compile
-        result[name] = statistics.median(_timed(lambda fn=fn, args=args: sync(fn(*args)),
-                                                repeats))
+        result[name] = statistics.median(_timed(lambda fn=fn, args=args: sync(fn(*args)), repeats))
     result["layers x num_hidden_layers (fwd+bwd)"] = (
-        result["one transformer layer fwd+bwd"] * s.spec.num_hidden_layers
-        * s.spec.inner_group_num)
+        result["one transformer layer fwd+bwd"] * s.spec.num_hidden_layers * s.spec.inner_group_num
+    )
     return result
 
 
@@ -504,18 +568,34 @@ def measure_pipeline(settings: BenchmarkSettings) -> dict[str, Any]:
         return {"pipeline_source": f"unavailable ({e})"}
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="albertkit-bench-") as tmp:
-        files = _write_pretraining_records(Path(tmp), s, max(4096, 8 * s.micro_batch
-                                                             * s.accumulation),
-                                           np.random.default_rng(s.seed))
+        files = _write_pretraining_records(
+            Path(tmp),
+            s,
+            max(4096, 8 * s.micro_batch * s.accumulation),
+            np.random.default_rng(s.seed),
+        )
         static = pd.build_pretraining_dataset(
-            files, seq_length=s.seq_length, max_predictions_per_seq=s.predictions,
-            batch_size=s.micro_batch, masking="static", shuffle_buffer=1000, seed=s.seed,
-            deterministic=True, repeat=True, training=True)
+            files,
+            seq_length=s.seq_length,
+            max_predictions_per_seq=s.predictions,
+            batch_size=s.micro_batch,
+            masking="static",
+            shuffle_buffer=1000,
+            seed=s.seed,
+            deterministic=True,
+            repeat=True,
+            training=True,
+        )
         out["pipeline_tfrecord_sequences_per_s"] = _pipeline_rate(static, s)
     dynamic = pd.build_synthetic_dataset(
-        vocab_size=s.spec.vocab_size, seq_length=s.seq_length,
-        max_predictions_per_seq=s.predictions, batch_size=s.micro_batch,
-        num_examples=64 * s.micro_batch, seed=s.seed, repeat=True)
+        vocab_size=s.spec.vocab_size,
+        seq_length=s.seq_length,
+        max_predictions_per_seq=s.predictions,
+        batch_size=s.micro_batch,
+        num_examples=64 * s.micro_batch,
+        seed=s.seed,
+        repeat=True,
+    )
     out["pipeline_synthetic_sequences_per_s"] = _pipeline_rate(dynamic, s)
     out["pipeline_source"] = "tfrecord (static masking)"
     out["pipeline_sequences_per_s"] = out["pipeline_tfrecord_sequences_per_s"]
@@ -622,10 +702,20 @@ class _WorkerProcess:
         env.setdefault("TRANSFORMERS_OFFLINE", "1")
         self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "albertkit.benchmark", "worker", framework,
-             settings.model_dump_json()],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
-            env=env)
+            [
+                sys.executable,
+                "-m",
+                "albertkit.benchmark",
+                "worker",
+                framework,
+                settings.model_dump_json(),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            env=env,
+        )
 
     def call(self, cmd: str, **kw: Any) -> dict[str, Any]:
         assert self.proc.stdin and self.proc.stdout
@@ -633,14 +723,15 @@ class _WorkerProcess:
         self.proc.stdin.flush()
         for line in self.proc.stdout:
             if line.startswith(MARKER):
-                reply = json.loads(line[len(MARKER):])
+                reply = json.loads(line[len(MARKER) :])
                 if not reply.pop("ok"):
                     raise BenchmarkError(f"{self.framework} worker, {cmd}: {reply['error']}")
                 return reply
         self.stderr.seek(0)
         tail = "".join(self.stderr.readlines()[-15:])
-        raise BenchmarkError(f"{self.framework} worker died during {cmd!r} "
-                             f"(exit code {self.proc.wait()}):\n{tail}")
+        raise BenchmarkError(
+            f"{self.framework} worker died during {cmd!r} (exit code {self.proc.wait()}):\n{tail}"
+        )
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -661,8 +752,11 @@ def _summary(times: list[float], sequences_per_step: int) -> dict[str, float]:
     q = statistics.quantiles(ordered, n=4) if len(ordered) >= 2 else [ordered[0]] * 3
     median = statistics.median(ordered)
     return {
-        "step_s_median": median, "step_s_min": ordered[0], "step_s_max": ordered[-1],
-        "step_s_q1": q[0], "step_s_q3": q[2],
+        "step_s_median": median,
+        "step_s_min": ordered[0],
+        "step_s_max": ordered[-1],
+        "step_s_q1": q[0],
+        "step_s_q3": q[2],
         "spread_iqr_pct": 100.0 * (q[2] - q[0]) / median,
         "sequences_per_s": sequences_per_step / median,
         "sequences_per_s_min": sequences_per_step / ordered[-1],
@@ -670,8 +764,9 @@ def _summary(times: list[float], sequences_per_step: int) -> dict[str, float]:
     }
 
 
-def _interleaved(settings: BenchmarkSettings, frameworks: list[str], progress: bool
-                 ) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+def _interleaved(
+    settings: BenchmarkSettings, frameworks: list[str], progress: bool
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """Set up one worker per framework, then alternate timed rounds between them."""
     from tqdm.auto import tqdm
 
@@ -680,15 +775,19 @@ def _interleaved(settings: BenchmarkSettings, frameworks: list[str], progress: b
     rounds: dict[str, list[dict[str, Any]]] = {f: [] for f in frameworks}
     pipeline = settings.pipeline
     try:
-        bar = tqdm(total=len(frameworks) * (settings.rounds + 1) + int(pipeline),
-                   desc="benchmark", disable=not progress, unit="phase")
+        bar = tqdm(
+            total=len(frameworks) * (settings.rounds + 1) + int(pipeline),
+            desc="benchmark",
+            disable=not progress,
+            unit="phase",
+        )
         with bar:
             for f, w in workers.items():  # one at a time: compilation is CPU-heavy
                 bar.set_postfix_str(f"{f}: build + warm-up")
                 info[f] = w.call("setup")
                 bar.update()
             for r in range(settings.rounds):
-                for f in (frameworks if r % 2 == 0 else frameworks[::-1]):
+                for f in frameworks if r % 2 == 0 else frameworks[::-1]:
                     bar.set_postfix_str(f"round {r + 1}/{settings.rounds}: {f}")
                     rounds[f].append(workers[f].call("steps", n=settings.steps))
                     bar.update()
@@ -705,20 +804,27 @@ def _interleaved(settings: BenchmarkSettings, frameworks: list[str], progress: b
     return info, rounds
 
 
-def _row(info: dict[str, Any], rounds: list[dict[str, Any]], per_step: int,
-         flops_per_sequence: float) -> dict[str, Any]:
+def _row(
+    info: dict[str, Any], rounds: list[dict[str, Any]], per_step: int, flops_per_sequence: float
+) -> dict[str, Any]:
     """One framework's figures: step-time statistics over all rounds, per-round MFU."""
     times = [t for r in rounds for t in r["times"]]
-    row = {**info, **_summary(times, per_step), "step_times_s": times,
-           "peak_bytes": max(r["peak_bytes"] for r in rounds)}
+    row = {
+        **info,
+        **_summary(times, per_step),
+        "step_times_s": times,
+        "peak_bytes": max(r["peak_bytes"] for r in rounds),
+    }
     row["training_bytes"] = row["peak_bytes"] - info["baseline_rss"]
     row["cpu_s_per_step"] = sum(r["cpu_s"] for r in rounds) / len(times)
     if any("tensor_peak_bytes" in r for r in rounds):
         row["tensor_peak_bytes"] = max(r.get("tensor_peak_bytes", 0) for r in rounds)
     # The matmul peak is measured right before each round, so each round's MFU compares the
     # step with the device under the same load; the median over rounds is reported.
-    mfus = [per_step * flops_per_sequence / statistics.median(r["times"])
-            / r["matmul_flops_per_s"] for r in rounds]
+    mfus = [
+        per_step * flops_per_sequence / statistics.median(r["times"]) / r["matmul_flops_per_s"]
+        for r in rounds
+    ]
     row["matmul_flops_per_s"] = max(r["matmul_flops_per_s"] for r in rounds)
     row["matmul_flops_per_s_rounds"] = [r["matmul_flops_per_s"] for r in rounds]
     row["model_flops_per_s"] = row["sequences_per_s"] * flops_per_sequence
@@ -736,22 +842,33 @@ def run_benchmark(settings: BenchmarkSettings, progress: bool = True) -> dict[st
     info, rounds = _interleaved(settings, frameworks, progress)
     results = {f: _row(info[f], rounds[f], per_step, flops.training) for f in frameworks}
     ak = results["albertkit"]
-    planned = estimate_memory(spec, settings.seq_length, settings.micro_batch,
-                              settings.precision, settings.predictions, settings.accumulation,
-                              remat=settings.remat)
+    planned = estimate_memory(
+        spec,
+        settings.seq_length,
+        settings.micro_batch,
+        settings.precision,
+        settings.predictions,
+        settings.accumulation,
+        remat=settings.remat,
+    )
     out: dict[str, Any] = {
         "settings": settings.model_dump(),
         "spec": spec.model_dump(),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "cpus": os.cpu_count(), "load_avg": list(os.getloadavg())},
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load_avg": list(os.getloadavg()),
+        },
         "model_flops_per_sequence": flops.training,
         "model_flops_parts_forward": flops.parts,
         "results": results,
-        "planner": {"predicted_bytes": planned.peak_bytes,
-                    "measured_tensor_peak_bytes": ak["tensor_peak_bytes"],
-                    "predicted_over_measured":
-                        planned.peak_bytes / max(ak["tensor_peak_bytes"], 1),
-                    "estimate": planned.as_dict()},
+        "planner": {
+            "predicted_bytes": planned.peak_bytes,
+            "measured_tensor_peak_bytes": ak["tensor_peak_bytes"],
+            "predicted_over_measured": planned.peak_bytes / max(ak["tensor_peak_bytes"], 1),
+            "estimate": planned.as_dict(),
+        },
     }
     if "pipeline_sequences_per_s" in ak:
         out["pipeline_over_step"] = ak["pipeline_sequences_per_s"] / ak["sequences_per_s"]
@@ -773,8 +890,9 @@ def run_benchmark(settings: BenchmarkSettings, progress: bool = True) -> dict[st
     return out
 
 
-def run_data_parallel(settings: BenchmarkSettings, processes: int,
-                      timeout: float = 3600.0) -> dict[str, Any]:
+def run_data_parallel(
+    settings: BenchmarkSettings, processes: int, timeout: float = 3600.0
+) -> dict[str, Any]:
     """albertkit's step as ``processes`` local tf_multiworker processes (the CLI's --nproc).
 
     Every process runs ``warmup`` + ``rounds x steps`` steps of micro-batch x accumulation
@@ -785,15 +903,19 @@ def run_data_parallel(settings: BenchmarkSettings, processes: int,
     from albertkit.distributed.launch import launch_local
 
     out = io.StringIO()
-    code = launch_local([sys.executable, "-m", "albertkit.benchmark", "rank",
-                         settings.model_dump_json()], processes, "tf_multiworker",
-                        timeout=timeout, output=out)
-    lines = [line.split(MARKER, 1)[1] for line in out.getvalue().splitlines()
-             if MARKER in line]
+    code = launch_local(
+        [sys.executable, "-m", "albertkit.benchmark", "rank", settings.model_dump_json()],
+        processes,
+        "tf_multiworker",
+        timeout=timeout,
+        output=out,
+    )
+    lines = [line.split(MARKER, 1)[1] for line in out.getvalue().splitlines() if MARKER in line]
     if code != 0 or not lines:
         tail = "\n".join(out.getvalue().splitlines()[-15:])
-        raise BenchmarkError(f"--processes {processes}: the launched job failed (exit code "
-                             f"{code}):\n{tail}")
+        raise BenchmarkError(
+            f"--processes {processes}: the launched job failed (exit code {code}):\n{tail}"
+        )
     reply = json.loads(lines[-1])
     per_step = processes * settings.micro_batch * settings.accumulation
     flops = training_flops(settings.spec, settings.seq_length, settings.predictions).training
@@ -827,18 +949,23 @@ def _mib(x: float) -> str:
 def format_table(result: dict[str, Any]) -> str:
     """A Markdown table of a :func:`run_benchmark` result (one row per framework)."""
     s = result["settings"]
-    head = (f"ALBERT-{s['size']} seq {s['seq_length']} micro-batch {s['micro_batch']} x "
-            f"accumulation {s['accumulation']}, {s['precision']}, XLA "
-            f"{'on' if s['xla'] else 'off'}, {s['optimizer']}"
-            f"{', remat' if s.get('remat') else ''}"
-            f"{', malloc arenas ' + str(s['malloc_arenas']) if s.get('malloc_arenas') else ''}; "
-            f"{len(next(iter(result['results'].values()))['step_times_s'])} timed steps per "
-            f"framework ({s['rounds']} interleaved rounds); load avg "
-            f"{result['machine']['load_avg'][0]:.1f}")
-    lines = [head, "",
-             "| framework | seq/s (median) | step s median [min-max] | IQR % | CPU s/step | "
-             "peak RSS MiB | train MiB | tensor MiB | matmul GFLOP/s | MFU % | first step s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    head = (
+        f"ALBERT-{s['size']} seq {s['seq_length']} micro-batch {s['micro_batch']} x "
+        f"accumulation {s['accumulation']}, {s['precision']}, XLA "
+        f"{'on' if s['xla'] else 'off'}, {s['optimizer']}"
+        f"{', remat' if s.get('remat') else ''}"
+        f"{', malloc arenas ' + str(s['malloc_arenas']) if s.get('malloc_arenas') else ''}; "
+        f"{len(next(iter(result['results'].values()))['step_times_s'])} timed steps per "
+        f"framework ({s['rounds']} interleaved rounds); load avg "
+        f"{result['machine']['load_avg'][0]:.1f}"
+    )
+    lines = [
+        head,
+        "",
+        "| framework | seq/s (median) | step s median [min-max] | IQR % | CPU s/step | "
+        "peak RSS MiB | train MiB | tensor MiB | matmul GFLOP/s | MFU % | first step s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     rows = list(result["results"].items())
     rows += [(f"albertkit x{n} processes", r) for n, r in result.get("data_parallel", {}).items()]
     for f, r in rows:
@@ -849,38 +976,49 @@ def format_table(result: dict[str, Any]) -> str:
             f"{_mib(r['training_bytes'])} | "
             f"{_mib(r['tensor_peak_bytes']) if 'tensor_peak_bytes' in r else '-'} | "
             f"{r['matmul_flops_per_s'] / 1e9:.1f} | {100 * r['mfu']:.1f} | "
-            f"{r['first_step_s']:.1f} |")
+            f"{r['first_step_s']:.1f} |"
+        )
     lines.append("")
-    lines.append("peak RSS: the process's resident peak during the timed steps; train: minus "
-                 "its RSS before the model was built; tensor: TensorFlow allocator peak; "
-                 "MFU: median over rounds of model FLOP/s over the matmul peak measured just "
-                 "before that round")
+    lines.append(
+        "peak RSS: the process's resident peak during the timed steps; train: minus "
+        "its RSS before the model was built; tensor: TensorFlow allocator peak; "
+        "MFU: median over rounds of model FLOP/s over the matmul peak measured just "
+        "before that round"
+    )
     for n, r in result.get("data_parallel", {}).items():
-        lines.append(f"{n} processes (tf_multiworker, global batch x{n}): scaling efficiency "
-                     f"{100 * r['scaling_efficiency']:.0f}% of {n} x the 1-process seq/s")
+        lines.append(
+            f"{n} processes (tf_multiworker, global batch x{n}): scaling efficiency "
+            f"{100 * r['scaling_efficiency']:.0f}% of {n} x the 1-process seq/s"
+        )
     if "ratios_vs_hf" in result:
         q = result["ratios_vs_hf"]
-        lines.append(f"albertkit / hf-pytorch: sequences/s x{q['sequences_per_s']:.2f} "
-                     f"(range x{q['sequences_per_s_worst_case']:.2f}-"
-                     f"x{q['sequences_per_s_best_case']:.2f}), CPU s/step "
-                     f"x{q['cpu_s_per_step']:.2f}, peak memory x{q['peak_memory']:.2f}, "
-                     f"training memory x{q['training_memory']:.2f}")
+        lines.append(
+            f"albertkit / hf-pytorch: sequences/s x{q['sequences_per_s']:.2f} "
+            f"(range x{q['sequences_per_s_worst_case']:.2f}-"
+            f"x{q['sequences_per_s_best_case']:.2f}), CPU s/step "
+            f"x{q['cpu_s_per_step']:.2f}, peak memory x{q['peak_memory']:.2f}, "
+            f"training memory x{q['training_memory']:.2f}"
+        )
     ak = result["results"]["albertkit"]
     if "pipeline_sequences_per_s" in ak:
-        lines.append(f"input pipeline ({ak['pipeline_source']}): "
-                     f"{ak['pipeline_sequences_per_s']:,.0f} seq/s = "
-                     f"x{result['pipeline_over_step']:.1f} the step's consumption; with "
-                     f"dynamic masking (synthetic source): "
-                     f"{ak['pipeline_synthetic_sequences_per_s']:,.0f} seq/s")
+        lines.append(
+            f"input pipeline ({ak['pipeline_source']}): "
+            f"{ak['pipeline_sequences_per_s']:,.0f} seq/s = "
+            f"x{result['pipeline_over_step']:.1f} the step's consumption; with "
+            f"dynamic masking (synthetic source): "
+            f"{ak['pipeline_synthetic_sequences_per_s']:,.0f} seq/s"
+        )
     elif "pipeline_source" in ak:
         lines.append(f"input pipeline: {ak['pipeline_source']}")
     if "breakdown_s" in ak:
         lines += ["", "| piece (albertkit, median of 3) | seconds |", "|---|---:|"]
         lines += [f"| {k} | {v:.3f} |" for k, v in ak["breakdown_s"].items()]
     p = result["planner"]
-    lines.append(f"memory planner: predicted {_mib(p['predicted_bytes'])} MiB vs measured "
-                 f"{_mib(p['measured_tensor_peak_bytes'])} MiB peak of TensorFlow's allocator "
-                 f"(x{p['predicted_over_measured']:.2f})")
+    lines.append(
+        f"memory planner: predicted {_mib(p['predicted_bytes'])} MiB vs measured "
+        f"{_mib(p['measured_tensor_peak_bytes'])} MiB peak of TensorFlow's allocator "
+        f"(x{p['predicted_over_measured']:.2f})"
+    )
     return "\n".join(lines)
 
 
@@ -889,43 +1027,75 @@ def _parse_int_list(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}"
-                                         ) from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``albertkit benchmark`` on an argparse subparsers object."""
     p = subparsers.add_parser(
-        "benchmark", help="measure the training step (and compare with HF PyTorch)",
+        "benchmark",
+        help="measure the training step (and compare with HF PyTorch)",
         description="Measure albertkit's training step: sequences/s, step time, peak memory, "
-                    "MFU, input pipeline; optionally side by side with Hugging Face PyTorch.")
+        "MFU, input pipeline; optionally side by side with Hugging Face PyTorch.",
+    )
     p.add_argument("--size", default="base", choices=list(SIZES))
     p.add_argument("--seq-length", type=int, default=128)
-    p.add_argument("--max-predictions", type=int, default=None,
-                   help="masked positions per sequence (default ceil(0.15 x seq length))")
+    p.add_argument(
+        "--max-predictions",
+        type=int,
+        default=None,
+        help="masked positions per sequence (default ceil(0.15 x seq length))",
+    )
     p.add_argument("--micro-batch", type=int, default=8)
     p.add_argument("--accumulation", type=int, default=1)
-    p.add_argument("--precision", default="float32",
-                   choices=["float32", "mixed_float16", "mixed_bfloat16"])
+    p.add_argument(
+        "--precision", default="float32", choices=["float32", "mixed_float16", "mixed_bfloat16"]
+    )
     p.add_argument("--xla", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
-    p.add_argument("--remat", action="store_true",
-                   help="albertkit recomputes each layer in the backward pass (less memory)")
-    p.add_argument("--malloc-arenas", type=int, default=None,
-                   help="cap glibc malloc arenas in both frameworks' processes (e.g. 2)")
+    p.add_argument(
+        "--remat",
+        action="store_true",
+        help="albertkit recomputes each layer in the backward pass (less memory)",
+    )
+    p.add_argument(
+        "--malloc-arenas",
+        type=int,
+        default=None,
+        help="cap glibc malloc arenas in both frameworks' processes (e.g. 2)",
+    )
     p.add_argument("--steps", type=int, default=5, help="timed steps per round and framework")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--compare", choices=["hf-pytorch"], action="append", default=[])
-    p.add_argument("--processes", type=_parse_int_list, default=[1],
-                   help="comma-separated process counts (data parallel), e.g. 1,2")
+    p.add_argument(
+        "--processes",
+        type=_parse_int_list,
+        default=[1],
+        help="comma-separated process counts (data parallel), e.g. 1,2",
+    )
     p.add_argument("--no-pipeline", dest="pipeline", action="store_false")
-    p.add_argument("--breakdown", action="store_true",
-                   help="also time the pieces of albertkit's step (docs/performance.md)")
-    p.add_argument("--hf-threads", type=int, default=None,
-                   help="torch threads for --compare hf-pytorch (default: torch's own)")
-    p.add_argument("--set", dest="model", action="append", default=[], metavar="FIELD=VALUE",
-                   help="model field override, e.g. --set num_hidden_layers=2")
+    p.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also time the pieces of albertkit's step (docs/performance.md)",
+    )
+    p.add_argument(
+        "--hf-threads",
+        type=int,
+        default=None,
+        help="torch threads for --compare hf-pytorch (default: torch's own)",
+    )
+    p.add_argument(
+        "--set",
+        dest="model",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="model field override, e.g. --set num_hidden_layers=2",
+    )
     p.add_argument("--json", type=Path, default=None, help="write the full result here")
     p.set_defaults(func=cmd_benchmark)
     return p
@@ -944,13 +1114,26 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
             raise BenchmarkError(f"--set {item!r} must look like field=value")
         model[key.strip()] = yaml.safe_load(value)
     settings = BenchmarkSettings(
-        size=args.size, model=model, seq_length=args.seq_length,
-        max_predictions=args.max_predictions, micro_batch=args.micro_batch,
-        accumulation=args.accumulation, precision=args.precision, xla=args.xla,
-        optimizer=args.optimizer, steps=args.steps, warmup=args.warmup, rounds=args.rounds,
-        compare=args.compare, processes=args.processes, pipeline=args.pipeline,
-        hf_threads=args.hf_threads, breakdown=args.breakdown, remat=args.remat,
-        malloc_arenas=args.malloc_arenas)
+        size=args.size,
+        model=model,
+        seq_length=args.seq_length,
+        max_predictions=args.max_predictions,
+        micro_batch=args.micro_batch,
+        accumulation=args.accumulation,
+        precision=args.precision,
+        xla=args.xla,
+        optimizer=args.optimizer,
+        steps=args.steps,
+        warmup=args.warmup,
+        rounds=args.rounds,
+        compare=args.compare,
+        processes=args.processes,
+        pipeline=args.pipeline,
+        hf_threads=args.hf_threads,
+        breakdown=args.breakdown,
+        remat=args.remat,
+        malloc_arenas=args.malloc_arenas,
+    )
     result = run_benchmark(settings)
     print(format_table(result))
     if args.json is not None:
@@ -964,5 +1147,7 @@ if __name__ == "__main__":
         raise SystemExit(worker_main(sys.argv[2], sys.argv[3]))
     if len(sys.argv) == 3 and sys.argv[1] == "rank":
         raise SystemExit(rank_main(sys.argv[2]))
-    raise SystemExit("usage: python -m albertkit.benchmark worker FRAMEWORK SETTINGS_JSON "
-                     "(internal; use `albertkit benchmark`)")
+    raise SystemExit(
+        "usage: python -m albertkit.benchmark worker FRAMEWORK SETTINGS_JSON "
+        "(internal; use `albertkit benchmark`)"
+    )

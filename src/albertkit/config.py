@@ -475,6 +475,11 @@ class RuntimeConfig(_Section):
     eager: StrictBool = Field(
         False, description="Run the step eagerly, without tf.function (debugging; excludes xla)."
     )
+    remat: StrictBool = Field(
+        False,
+        description="Recompute each transformer layer in the backward pass (less activation "
+        "memory, about a third more compute).",
+    )
     micro_batch_size: int = Field(32, gt=0, description="Sequences one replica computes at once.")
     global_batch_size: int = Field(
         32, gt=0,

@@ -96,26 +96,66 @@ class Device:
 # albertkit's ONE table of accelerators (keys are the GPU names the SageMaker instance table
 # uses). Sources: NVIDIA V100, A100, H100/H200, T4, L4 and L40S datasheets.
 DEVICES: dict[str, Device] = {
-    "V100": Device("NVIDIA V100 SXM2 16 GB", 16, False,
-                   {"float32": 15.7, "mixed_float16": 125.0, "mixed_bfloat16": None}),
-    "V100-32GB": Device("NVIDIA V100 SXM2 32 GB", 32, False,
-                        {"float32": 15.7, "mixed_float16": 125.0, "mixed_bfloat16": None}),
-    "T4": Device("NVIDIA T4 16 GB", 16, False,
-                 {"float32": 8.1, "mixed_float16": 65.0, "mixed_bfloat16": None}),
-    "A10G": Device("NVIDIA A10G 24 GB", 24, True,
-                   {"float32": None, "mixed_float16": None, "mixed_bfloat16": None}),
-    "L4": Device("NVIDIA L4 24 GB", 24, True,
-                 {"float32": 60.0, "mixed_float16": 121.0, "mixed_bfloat16": 121.0}),
-    "L40S": Device("NVIDIA L40S 48 GB", 48, True,
-                   {"float32": 183.0, "mixed_float16": 362.0, "mixed_bfloat16": 362.0}),
-    "A100": Device("NVIDIA A100 SXM 40 GB", 40, True,
-                   {"float32": 156.0, "mixed_float16": 312.0, "mixed_bfloat16": 312.0}),
-    "A100-80GB": Device("NVIDIA A100 SXM 80 GB", 80, True,
-                        {"float32": 156.0, "mixed_float16": 312.0, "mixed_bfloat16": 312.0}),
-    "H100": Device("NVIDIA H100 SXM 80 GB", 80, True,
-                   {"float32": 494.7, "mixed_float16": 989.4, "mixed_bfloat16": 989.4}),
-    "H200": Device("NVIDIA H200 SXM 141 GB", 141, True,
-                   {"float32": 494.7, "mixed_float16": 989.4, "mixed_bfloat16": 989.4}),
+    "V100": Device(
+        "NVIDIA V100 SXM2 16 GB",
+        16,
+        False,
+        {"float32": 15.7, "mixed_float16": 125.0, "mixed_bfloat16": None},
+    ),
+    "V100-32GB": Device(
+        "NVIDIA V100 SXM2 32 GB",
+        32,
+        False,
+        {"float32": 15.7, "mixed_float16": 125.0, "mixed_bfloat16": None},
+    ),
+    "T4": Device(
+        "NVIDIA T4 16 GB",
+        16,
+        False,
+        {"float32": 8.1, "mixed_float16": 65.0, "mixed_bfloat16": None},
+    ),
+    "A10G": Device(
+        "NVIDIA A10G 24 GB",
+        24,
+        True,
+        {"float32": None, "mixed_float16": None, "mixed_bfloat16": None},
+    ),
+    "L4": Device(
+        "NVIDIA L4 24 GB",
+        24,
+        True,
+        {"float32": 60.0, "mixed_float16": 121.0, "mixed_bfloat16": 121.0},
+    ),
+    "L40S": Device(
+        "NVIDIA L40S 48 GB",
+        48,
+        True,
+        {"float32": 183.0, "mixed_float16": 362.0, "mixed_bfloat16": 362.0},
+    ),
+    "A100": Device(
+        "NVIDIA A100 SXM 40 GB",
+        40,
+        True,
+        {"float32": 156.0, "mixed_float16": 312.0, "mixed_bfloat16": 312.0},
+    ),
+    "A100-80GB": Device(
+        "NVIDIA A100 SXM 80 GB",
+        80,
+        True,
+        {"float32": 156.0, "mixed_float16": 312.0, "mixed_bfloat16": 312.0},
+    ),
+    "H100": Device(
+        "NVIDIA H100 SXM 80 GB",
+        80,
+        True,
+        {"float32": 494.7, "mixed_float16": 989.4, "mixed_bfloat16": 989.4},
+    ),
+    "H200": Device(
+        "NVIDIA H200 SXM 141 GB",
+        141,
+        True,
+        {"float32": 494.7, "mixed_float16": 989.4, "mixed_bfloat16": 989.4},
+    ),
 }
 
 # The devices the planner documents (docs/memory.md) and the CLI table shows by default.
@@ -159,8 +199,9 @@ def layer_applications(spec: AlbertSpec) -> int:
 def training_flops(spec: AlbertSpec, seq_length: int, max_predictions: int) -> FlopCount:
     """Matmul FLOPs per training sequence, by part (see the module docstring for formulas)."""
     if seq_length <= 0 or max_predictions <= 0:
-        raise ValueError(f"seq_length={seq_length} and max_predictions={max_predictions} "
-                         "must be positive")
+        raise ValueError(
+            f"seq_length={seq_length} and max_predictions={max_predictions} must be positive"
+        )
     t, p = float(seq_length), float(max_predictions)
     e, h, f, v = spec.embedding_size, spec.hidden_size, spec.intermediate_size, spec.vocab_size
     n = layer_applications(spec)
@@ -178,14 +219,20 @@ def training_flops(spec: AlbertSpec, seq_length: int, max_predictions: int) -> F
 
 
 # --------------------------------------------------------------------------- parameters
-def parameter_count(spec: AlbertSpec, pooler: bool = True, mlm_head: bool = True,
-                    sop_head: bool = True) -> int:
+def layer_parameter_count(spec: AlbertSpec) -> int:
+    """Parameters of one transformer layer (attention, FFN, two LayerNorms)."""
+    h, f = spec.hidden_size, spec.intermediate_size
+    return 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
+
+
+def parameter_count(
+    spec: AlbertSpec, pooler: bool = True, mlm_head: bool = True, sop_head: bool = True
+) -> int:
     """Trainable parameters of ``AlbertForPretraining`` (word embeddings tied to the decoder)."""
-    v, e, h, f = spec.vocab_size, spec.embedding_size, spec.hidden_size, spec.intermediate_size
+    v, e, h = spec.vocab_size, spec.embedding_size, spec.hidden_size
     embeddings = (v + spec.max_position_embeddings + spec.type_vocab_size) * e + 2 * e
     mapping = e * h + h
-    layer = 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
-    groups = spec.num_hidden_groups * spec.inner_group_num * layer
+    groups = spec.num_hidden_groups * spec.inner_group_num * layer_parameter_count(spec)
     total = embeddings + mapping + groups + (2 * h if spec.pre_layer_norm else 0)
     if pooler:
         total += h * h + h
@@ -203,17 +250,21 @@ def compute_bytes(precision: Precision) -> int:
         return 4
     if precision in ("mixed_float16", "mixed_bfloat16"):
         return 2
-    raise ValueError(f"precision={precision!r}; expected float32, mixed_float16 or "
-                     "mixed_bfloat16")
+    raise ValueError(f"precision={precision!r}; expected float32, mixed_float16 or mixed_bfloat16")
 
 
-def activation_bytes_per_sequence(spec: AlbertSpec, seq_length: int, max_predictions: int,
-                                  precision: Precision, remat: bool = False
-                                  ) -> dict[str, float]:
+def activation_bytes_per_sequence(
+    spec: AlbertSpec,
+    seq_length: int,
+    max_predictions: int,
+    precision: Precision,
+    remat: bool = False,
+) -> dict[str, float]:
     """Activations kept for the backward pass of one sequence, by part (bytes).
 
     With ``remat`` (each layer application recomputed in the backward pass) only every
-    layer's input is kept, plus the full activations of the one layer being recomputed.
+    layer's input is kept (``layers``); ``recomputed_layer`` is the working set of the one
+    layer being recomputed, which :func:`estimate_memory` does not simply add (see there).
     """
     b = compute_bytes(precision)
     mixed = precision != "float32"
@@ -223,14 +274,15 @@ def activation_bytes_per_sequence(spec: AlbertSpec, seq_length: int, max_predict
     heads = spec.num_attention_heads
     per_token_layer = b * (ACT_HIDDEN * h + ACT_FFN * f)
     per_token_attention = heads * t * (4 + (b if mixed else 0))
+    parts: dict[str, float] = {}
     if remat:
-        layers = n * t * b * h + t * per_token_layer
-        attention = t * per_token_attention
+        parts["layers"] = float(n * t * b * h)
+        parts["recomputed_layer"] = float(t * (per_token_layer + per_token_attention))
     else:
-        layers, attention = n * t * per_token_layer, n * t * per_token_attention
+        parts["layers"] = float(n * t * per_token_layer)
+        parts["attention_probs"] = float(n * t * per_token_attention)
     return {
-        "layers": float(layers),
-        "attention_probs": float(attention),
+        **parts,
         # word/position/type sum, LayerNorm in/out (E wide), projection output (H wide)
         "embeddings": float(t * b * (3 * e + h)),
         # gathered rows, dense/act/LN (E wide); float32 logits, softmax and gradient (V wide)
@@ -269,9 +321,15 @@ class MemoryEstimate:
         }
 
 
-def estimate_memory(spec: AlbertSpec, seq_length: int, micro_batch: int,
-                    precision: Precision = "float32", max_predictions: int | None = None,
-                    accumulation: int = 1, remat: bool = False) -> MemoryEstimate:
+def estimate_memory(
+    spec: AlbertSpec,
+    seq_length: int,
+    micro_batch: int,
+    precision: Precision = "float32",
+    max_predictions: int | None = None,
+    accumulation: int = 1,
+    remat: bool = False,
+) -> MemoryEstimate:
     """Predict the peak memory of one training step of one replica (bytes).
 
     Args:
@@ -284,8 +342,9 @@ def estimate_memory(spec: AlbertSpec, seq_length: int, micro_batch: int,
         remat: layers are recomputed in the backward pass (``AlbertEncoder(remat=True)``).
     """
     if micro_batch <= 0 or accumulation <= 0:
-        raise ValueError(f"micro_batch={micro_batch} and accumulation={accumulation} must be "
-                         "positive")
+        raise ValueError(
+            f"micro_batch={micro_batch} and accumulation={accumulation} must be positive"
+        )
     preds = max_predictions or default_predictions(seq_length)
     n = parameter_count(spec)
     state = {
@@ -296,7 +355,15 @@ def estimate_memory(spec: AlbertSpec, seq_length: int, micro_batch: int,
         "optimizer": 8.0 * n,
     }
     per_seq = activation_bytes_per_sequence(spec, seq_length, preds, precision, remat)
+    recomputed = per_seq.pop("recomputed_layer", None)
     activations = {k: micro_batch * v for k, v in per_seq.items()}
+    if recomputed is not None:
+        # TF's recompute_grad returns each layer application's weight gradients separately
+        # and they are summed at the end of the backward pass: L float32 copies of one
+        # layer's gradients. Measured (docs/memory.md), the peak is the larger of that and
+        # the recomputed layer's working set, not their sum.
+        weight_grads = 4.0 * layer_applications(spec) * layer_parameter_count(spec)
+        activations["remat_peak"] = max(weight_grads, micro_batch * recomputed)
     return MemoryEstimate(n, micro_batch, state, activations)
 
 
@@ -318,16 +385,26 @@ class BatchPlan:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "device": self.device, "global_batch": self.global_batch, "replicas": self.replicas,
-            "micro_batch": self.micro_batch, "accumulation": self.accumulation,
+            "device": self.device,
+            "global_batch": self.global_batch,
+            "replicas": self.replicas,
+            "micro_batch": self.micro_batch,
+            "accumulation": self.accumulation,
             "predicted_peak_gib": round(self.predicted_peak_bytes / GiB, 2),
             "usable_gib": round(self.usable_bytes / GiB, 2),
         }
 
 
-def plan_batch(spec: AlbertSpec, seq_length: int, precision: Precision, device: str | Device,
-               global_batch: int, replicas: int = 1, max_predictions: int | None = None,
-               remat: bool = False) -> BatchPlan:
+def plan_batch(
+    spec: AlbertSpec,
+    seq_length: int,
+    precision: Precision,
+    device: str | Device,
+    global_batch: int,
+    replicas: int = 1,
+    max_predictions: int | None = None,
+    remat: bool = False,
+) -> BatchPlan:
     """The largest micro-batch that divides the per-replica batch and fits the device.
 
     ``accumulation = global_batch / (replicas * micro_batch)``. When not even a micro-batch
@@ -335,40 +412,65 @@ def plan_batch(spec: AlbertSpec, seq_length: int, precision: Precision, device: 
     """
     dev = get_device(device) if isinstance(device, str) else device
     if global_batch <= 0 or replicas <= 0 or global_batch % replicas:
-        raise ValueError(f"global_batch={global_batch} must be a positive multiple of "
-                         f"replicas={replicas}")
+        raise ValueError(
+            f"global_batch={global_batch} must be a positive multiple of replicas={replicas}"
+        )
     per_replica = global_batch // replicas
     usable = dev.usable_bytes()
-    best = BatchPlan(dev.name, global_batch, replicas, 0, 0,
-                     estimate_memory(spec, seq_length, 1, precision, max_predictions,
-                                     accumulation=2, remat=remat).peak_bytes, usable)
+    best = BatchPlan(
+        dev.name,
+        global_batch,
+        replicas,
+        0,
+        0,
+        estimate_memory(
+            spec, seq_length, 1, precision, max_predictions, accumulation=2, remat=remat
+        ).peak_bytes,
+        usable,
+    )
     for micro in sorted(d for d in range(1, per_replica + 1) if per_replica % d == 0):
         accum = per_replica // micro
-        peak = estimate_memory(spec, seq_length, micro, precision, max_predictions,
-                               accumulation=accum, remat=remat).peak_bytes
+        peak = estimate_memory(
+            spec, seq_length, micro, precision, max_predictions, accumulation=accum, remat=remat
+        ).peak_bytes
         if peak > usable:
             break
         best = BatchPlan(dev.name, global_batch, replicas, micro, accum, peak, usable)
     return best
 
 
-def plan_table(spec: AlbertSpec, seq_length: int, precision: Precision, global_batch: int,
-               replicas: int = 1, devices: tuple[str, ...] = PLANNED_DEVICES,
-               max_predictions: int | None = None, remat: bool = False) -> list[BatchPlan]:
+def plan_table(
+    spec: AlbertSpec,
+    seq_length: int,
+    precision: Precision,
+    global_batch: int,
+    replicas: int = 1,
+    devices: tuple[str, ...] = PLANNED_DEVICES,
+    max_predictions: int | None = None,
+    remat: bool = False,
+) -> list[BatchPlan]:
     """:func:`plan_batch` on each device, for a job of ``replicas`` such devices."""
-    return [plan_batch(spec, seq_length, precision, d, global_batch, replicas,
-                       max_predictions, remat) for d in devices]
+    return [
+        plan_batch(spec, seq_length, precision, d, global_batch, replicas, max_predictions, remat)
+        for d in devices
+    ]
 
 
 def format_plan_table(plans: list[BatchPlan]) -> str:
     """A Markdown table of plans (used by the benchmark CLI and docs/memory.md)."""
-    lines = ["| device | usable GiB | micro-batch | accumulation | predicted peak GiB |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        "| device | usable GiB | micro-batch | accumulation | predicted peak GiB |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for p in plans:
         if p.fits:
-            lines.append(f"| {p.device} | {p.usable_bytes / GiB:.1f} | {p.micro_batch} | "
-                         f"{p.accumulation} | {p.predicted_peak_bytes / GiB:.2f} |")
+            lines.append(
+                f"| {p.device} | {p.usable_bytes / GiB:.1f} | {p.micro_batch} | "
+                f"{p.accumulation} | {p.predicted_peak_bytes / GiB:.2f} |"
+            )
         else:
-            lines.append(f"| {p.device} | {p.usable_bytes / GiB:.1f} | does not fit | - | "
-                         f"{p.predicted_peak_bytes / GiB:.2f} (batch 1) |")
+            lines.append(
+                f"| {p.device} | {p.usable_bytes / GiB:.1f} | does not fit | - | "
+                f"{p.predicted_peak_bytes / GiB:.2f} (batch 1) |"
+            )
     return "\n".join(lines)

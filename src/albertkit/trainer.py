@@ -166,7 +166,12 @@ class AlbertTrainer:
             log.info(
                 "task=%s model=%s params=%s backend=%s replicas=%d micro_batch=%d "
                 "accumulation=%d global_batch=%d precision=%s xla=%s",
-                cfg.task, cfg.model.size, f"{model.count_params():,}", cfg.distributed.backend,
+                cfg.task,
+                f"{spec.num_hidden_layers}x{spec.hidden_size} (E={spec.embedding_size}, "
+                f"vocab={spec.vocab_size}"
+                + (f", from {cfg.model.load_from})" if cfg.model.load_from else
+                   f", size={cfg.model.size})"),
+                f"{model.count_params():,}", cfg.distributed.backend,
                 distributor.replicas, cfg.runtime.micro_batch_size, accum,
                 cfg.runtime.global_batch_size, cfg.runtime.precision, cfg.runtime.xla)
         return run
@@ -229,6 +234,11 @@ class AlbertTrainer:
 
         cfg = self.config
         total = cfg.runtime.max_steps
+        done = self.run_dir / "summary.json"
+        if run.start_step >= total and done.is_file():
+            log.info("run already complete at step %d (runtime.max_steps=%d): nothing to do; "
+                     "raise runtime.max_steps to train further", run.start_step, total)
+            return json.loads(done.read_text())
         data = _datasets(cfg, run)
         self._snapshot_tokenizer(run, data)
         train_iter = iter(data.train(skip_micro_batches=run.start_step * run.accum,
@@ -501,6 +511,11 @@ def _evaluate_stats(run: _Run, data: Any, max_batches: int) -> dict[str, float]:
             lambda h, b: dist.reduce_sum({"targets": h, "batches": b}),
             tf.constant(target_counts, tf.float32), tf.constant(float(n))))
         target_counts, n = np.asarray(summed["targets"]), int(summed["batches"])
+    if n == 0 or not totals:
+        raise ConfigError(
+            "evaluation produced no batches: the eval data holds fewer examples than one "
+            "batch (runtime.micro_batch_size per replica); add eval data, lower the "
+            "micro-batch, or set runtime.eval_every_steps=0")
     metrics = run.task.metrics(totals)
     if target_counts.sum() > 0:
         # Baseline: always predict the most frequent masked target of the held-out set.

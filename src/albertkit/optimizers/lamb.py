@@ -80,8 +80,9 @@ class Lamb(keras.optimizers.Optimizer):
     ):
         validate_hyperparameters(beta_1, beta_2, epsilon, weight_decay_rate, kwargs)
         kwargs.pop("weight_decay", None)
-        super().__init__(learning_rate=as_learning_rate(learning_rate), name=name,
-                         weight_decay=None, **kwargs)
+        super().__init__(
+            learning_rate=as_learning_rate(learning_rate), name=name, weight_decay=None, **kwargs
+        )
         self.beta_1 = float(beta_1)
         self.beta_2 = float(beta_2)
         self.epsilon = float(epsilon)

@@ -54,13 +54,17 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         if not total_steps > 0:
             bad.append(f"total_steps={total_steps!r} (need > 0)")
         if not 0 <= warmup_steps <= total_steps:
-            bad.append(f"warmup_steps={warmup_steps!r} (need 0 <= warmup_steps <= "
-                       f"total_steps={total_steps!r})")
+            bad.append(
+                f"warmup_steps={warmup_steps!r} (need 0 <= warmup_steps <= "
+                f"total_steps={total_steps!r})"
+            )
         if not power > 0:
             bad.append(f"power={power!r} (need > 0)")
         if not 0 <= end_learning_rate <= peak_learning_rate:
-            bad.append(f"end_learning_rate={end_learning_rate!r} (need 0 <= end <= "
-                       f"peak_learning_rate={peak_learning_rate!r})")
+            bad.append(
+                f"end_learning_rate={end_learning_rate!r} (need 0 <= end <= "
+                f"peak_learning_rate={peak_learning_rate!r})"
+            )
         if bad:
             raise ValueError("WarmupPolynomialDecay: " + "; ".join(bad))
         self.peak_learning_rate = float(peak_learning_rate)

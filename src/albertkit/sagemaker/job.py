@@ -699,8 +699,12 @@ def to_sagemaker(config: TrainerConfig, **overrides: Any) -> SageMakerJob:
     Raises ``ConfigError`` naming every field that is wrong, before any AWS call.
     """
     base = config.sagemaker.model_dump(exclude_unset=True) if config.sagemaker else {}
+    merged = {**base, **overrides}
+    if merged.get("distribution") is None and config.distributed.backend != "single":
+        # The training config already names the backend: run it that way on SageMaker too.
+        merged["distribution"] = {"kind": config.distributed.backend}
     try:
-        sm = SageMakerConfig.model_validate({**base, **overrides})
+        sm = SageMakerConfig.model_validate(merged)
     except ValidationError as e:
         lines = [
             f"  sagemaker.{'.'.join(str(p) for p in err['loc']) or '<root>'}: "

@@ -14,18 +14,20 @@ def build_task(cfg: TrainerConfig, spec: AlbertSpec) -> Task:
     """The task for ``cfg.data.kind`` (exhaustive over the data union)."""
     d = cfg.data
     dtype = cfg.runtime.precision
+    remat = cfg.runtime.remat
     match d.kind:
         case "synthetic" | "tfrecord" | "demo":
             from albertkit.tasks.pretraining import PretrainingTask
 
-            return PretrainingTask(spec, d.seq_length, d.max_predictions_per_seq, dtype=dtype)
+            return PretrainingTask(spec, d.seq_length, d.max_predictions_per_seq, dtype=dtype,
+                                   remat=remat)
         case "squad":
             from albertkit.tasks.squad import SquadTask
 
-            return SquadTask(spec, d, dtype=dtype)
+            return SquadTask(spec, d, dtype=dtype, remat=remat)
         case "classification":
             from albertkit.tasks.classification import ClassificationTask
 
-            return ClassificationTask(spec, d, dtype=dtype)
+            return ClassificationTask(spec, d, dtype=dtype, remat=remat)
         case _:
             assert_never(d.kind)

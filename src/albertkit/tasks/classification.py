@@ -138,8 +138,10 @@ class ClassificationTask:
     name = "classification"
 
     def __init__(
-        self, spec: AlbertSpec, data: ClassificationData, dtype: str | None = None
+        self, spec: AlbertSpec, data: ClassificationData, dtype: str | None = None,
+        remat: bool = False,
     ) -> None:
+        self.remat = remat
         self.spec = spec
         self.data = data
         self.dtype = dtype
@@ -192,7 +194,9 @@ class ClassificationTask:
     def build_model(self) -> keras.Model:
         from albertkit.models.albert import AlbertForSequenceClassification
 
-        model = AlbertForSequenceClassification(self.spec, self.num_labels, dtype=self.dtype)
+        model = AlbertForSequenceClassification(
+            self.spec, self.num_labels, dtype=self.dtype, remat=self.remat
+        )
         model.build_for(seq_length=self.data.max_seq_length)
         return model
 

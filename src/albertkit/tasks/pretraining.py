@@ -37,7 +37,8 @@ class PretrainingTask:
     name = "pretraining"
 
     def __init__(self, spec: AlbertSpec, seq_length: int, max_predictions_per_seq: int,
-                 dtype: str | None = None) -> None:
+                 dtype: str | None = None, remat: bool = False) -> None:
+        self.remat = remat
         self.spec = spec
         self.seq_length = seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
@@ -46,7 +47,7 @@ class PretrainingTask:
     def build_model(self) -> keras.Model:
         from albertkit.models.albert import AlbertForPretraining
 
-        model = AlbertForPretraining(self.spec, dtype=self.dtype)
+        model = AlbertForPretraining(self.spec, dtype=self.dtype, remat=self.remat)
         model(self.dummy_batch(2), training=False)
         return model
 

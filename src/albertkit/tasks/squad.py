@@ -201,7 +201,9 @@ class SquadTask:
 
     name = "squad"
 
-    def __init__(self, spec: AlbertSpec, data: SquadData, dtype: str | None = None) -> None:
+    def __init__(self, spec: AlbertSpec, data: SquadData, dtype: str | None = None,
+                 remat: bool = False) -> None:
+        self.remat = remat
         self.spec = spec
         self.data = data
         self.dtype = dtype
@@ -221,7 +223,7 @@ class SquadTask:
     def build_model(self) -> keras.Model:
         from albertkit.models.albert import AlbertForQuestionAnswering
 
-        model = AlbertForQuestionAnswering(self.spec, dtype=self.dtype)
+        model = AlbertForQuestionAnswering(self.spec, dtype=self.dtype, remat=self.remat)
         model.build_for(seq_length=self.data.max_seq_length)
         return model
 
