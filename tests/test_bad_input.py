@@ -355,7 +355,7 @@ def test_missing_tokenizer_of_pretraining_data(tmp_path, capsys, shards):
     raw = raw_config(tmp_path / "r", tfrecord(shards / "train-*.tfrecord",
                                               tokenizer=str(tmp_path / "no_tok")))
     line = cli_error(capsys, ["pretrain", "-c", write_config(tmp_path, raw)])
-    assert line == f"error: tokenizer {tmp_path / 'no_tok'} does not exist"
+    assert line == f"error: tokenizer directory not found: {tmp_path / 'no_tok'}"
 
 
 def test_too_few_synthetic_examples_for_a_batch(tmp_path, capsys):

@@ -348,7 +348,7 @@ class AlbertTrainer:
             tmp.mkdir()
             shutil.copy2(src, tmp / "spiece.model")
         else:
-            raise ConfigError(f"tokenizer {src} does not exist")
+            raise ConfigError(f"tokenizer directory not found: {src}")
         tmp.rename(dst)
 
     def _train_metrics(self, run: _Run, window: dict[str, float], steps: int,

@@ -218,6 +218,18 @@ def load_tokenizer(path: str | Path, do_lower_case: bool | None = None):
         raise ValueError(f"{path}: cannot load an ALBERT tokenizer: {e}") from e
 
 
+def load_task_tokenizer(data, vocab_size: int):
+    """``load_tokenizer(data.tokenizer, data.do_lower_case)``, refused if it has more tokens
+    than the model's ``vocab_size`` (ids past the embedding table would be garbage)."""
+    tokenizer = load_tokenizer(data.tokenizer, data.do_lower_case)
+    if len(tokenizer) > vocab_size:
+        raise ValueError(
+            f"data.tokenizer={data.tokenizer} has {len(tokenizer)} tokens but "
+            f"model.vocab_size={vocab_size}"
+        )
+    return tokenizer
+
+
 def _special_ids(tokenizer) -> tuple[int, int, int]:
     ids = (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
     if any(i is None for i in ids):

@@ -152,23 +152,28 @@ class AdamW(keras.optimizers.Optimizer):
         # multiplies them by the replica count and breaks clipping; so it is a no-op here.
         return list(grads_and_vars)
 
-    def update_step(self, gradient, variable, learning_rate):
-        index = self._get_variable_index(variable)
+    def _decayed_update(self, index: int, gradient, w):
+        """New moments and the decayed Adam update ``m / (sqrt(v) + eps) + wd * w``."""
         m, v = self._m[index], self._v[index]
-        dtype = variable.dtype
-        g = ops.cast(dense_gradient(gradient), dtype)
-        lr = ops.cast(learning_rate, dtype)
-
+        g = ops.cast(dense_gradient(gradient), w.dtype)
         next_m = self.beta_1 * m + (1.0 - self.beta_1) * g
         next_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(g)
         # No bias correction: BERT's AdamWeightDecayOptimizer has none.
         update = next_m / (ops.sqrt(next_v) + self.epsilon)
         if self._decay_flags[index]:
-            update = update + self.weight_decay_rate * variable
+            update = update + self.weight_decay_rate * w
+        return next_m, next_v, update
 
-        self.assign(m, next_m)
-        self.assign(v, next_v)
-        self.assign_sub(variable, lr * update)
+    def _assign(self, index: int, variable, next_m, next_v, step):
+        self.assign(self._m[index], next_m)
+        self.assign(self._v[index], next_v)
+        self.assign_sub(variable, step)
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        w = ops.convert_to_tensor(variable)  # read once, before any assignment
+        next_m, next_v, update = self._decayed_update(index, gradient, w)
+        self._assign(index, variable, next_m, next_v, ops.cast(learning_rate, w.dtype) * update)
 
     def get_config(self):
         config = super().get_config()

@@ -31,18 +31,11 @@ from collections.abc import Sequence
 import keras
 from keras import ops
 
-from albertkit.optimizers.adamw import (
-    DEFAULT_EXCLUDE,
-    as_learning_rate,
-    dense_gradient,
-    matches_any,
-    validate_hyperparameters,
-    variable_name,
-)
+from albertkit.optimizers.adamw import DEFAULT_EXCLUDE, AdamW, matches_any, variable_name
 
 
 @keras.saving.register_keras_serializable(package="albertkit")
-class Lamb(keras.optimizers.Optimizer):
+class Lamb(AdamW):
     """LAMB (layer-wise adaptive moments) exactly as Google's ALBERT pretrains with it.
 
     Args:
@@ -78,16 +71,8 @@ class Lamb(keras.optimizers.Optimizer):
         name: str = "lamb",
         **kwargs,
     ):
-        validate_hyperparameters(beta_1, beta_2, epsilon, weight_decay_rate, kwargs)
-        kwargs.pop("weight_decay", None)
-        super().__init__(
-            learning_rate=as_learning_rate(learning_rate), name=name, weight_decay=None, **kwargs
-        )
-        self.beta_1 = float(beta_1)
-        self.beta_2 = float(beta_2)
-        self.epsilon = float(epsilon)
-        self.weight_decay_rate = float(weight_decay_rate)
-        self.exclude_from_weight_decay_patterns = tuple(exclude_from_weight_decay or ())
+        super().__init__(learning_rate, beta_1, beta_2, epsilon, weight_decay_rate,
+                         exclude_from_weight_decay, name=name, **kwargs)
         self.exclude_from_layer_adaptation_patterns = (
             self.exclude_from_weight_decay_patterns
             if exclude_from_layer_adaptation is None
@@ -98,47 +83,20 @@ class Lamb(keras.optimizers.Optimizer):
         if self.built:
             return
         super().build(var_list)
-        self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
-        # Decided once from the Keras variable paths: inside tf.distribute's update the
-        # variable handed to update_step is a plain tf.Variable without `.path`.
-        names = [variable_name(v) for v in var_list]
-        self._decay_flags = tuple(
-            self.weight_decay_rate > 0.0
-            and not matches_any(n, self.exclude_from_weight_decay_patterns)
-            for n in names
-        )
+        # Decided once from the Keras variable paths (see AdamW.build).
         self._adapt_flags = tuple(
-            not matches_any(n, self.exclude_from_layer_adaptation_patterns) for n in names
+            not matches_any(variable_name(v), self.exclude_from_layer_adaptation_patterns)
+            for v in var_list
         )
-
-    def uses_weight_decay(self, variable) -> bool:
-        """Whether ``variable`` (one this optimizer was built with) is decayed."""
-        return self._decay_flags[self._get_variable_index(variable)]
 
     def uses_layer_adaptation(self, variable) -> bool:
         """Whether ``variable`` gets the trust ratio (otherwise ratio 1.0)."""
         return self._adapt_flags[self._get_variable_index(variable)]
 
-    def _all_reduce_sum_gradients(self, grads_and_vars):
-        # albertkit's training step hands the optimizer gradients that its distributor has
-        # ALREADY mean-reduced across replicas (and clipped). Keras' TF optimizer would
-        # all-reduce-SUM them again when applied in a replica context (strategy.run), which
-        # multiplies them by the replica count and breaks clipping; so it is a no-op here.
-        return list(grads_and_vars)
-
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
-        m, v = self._m[index], self._v[index]
-        dtype = variable.dtype
-        g = ops.cast(dense_gradient(gradient), dtype)
-        lr = ops.cast(learning_rate, dtype)
         w = ops.convert_to_tensor(variable)  # read once, before any assignment
-
-        next_m = self.beta_1 * m + (1.0 - self.beta_1) * g
-        next_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(g)
-        update = next_m / (ops.sqrt(next_v) + self.epsilon)
-        if self._decay_flags[index]:
-            update = update + self.weight_decay_rate * w
+        next_m, next_v, update = self._decayed_update(index, gradient, w)
         if self._adapt_flags[index]:
             w_norm = ops.sqrt(ops.sum(ops.square(w)))
             u_norm = ops.sqrt(ops.sum(ops.square(update)))
@@ -148,21 +106,9 @@ class Lamb(keras.optimizers.Optimizer):
             safe = ops.logical_and(w_norm > 0.0, u_norm > 0.0)
             ratio = ops.where(safe, w_norm / ops.where(safe, u_norm, 1.0), 1.0)
             update = ratio * update
-
-        self.assign(m, next_m)
-        self.assign(v, next_v)
-        self.assign_sub(variable, lr * update)
+        self._assign(index, variable, next_m, next_v, ops.cast(learning_rate, w.dtype) * update)
 
     def get_config(self):
         config = super().get_config()
-        for key in ("clipnorm", "clipvalue", "global_clipnorm", "weight_decay"):
-            config.pop(key, None)
-        config.update(
-            beta_1=self.beta_1,
-            beta_2=self.beta_2,
-            epsilon=self.epsilon,
-            weight_decay_rate=self.weight_decay_rate,
-            exclude_from_weight_decay=list(self.exclude_from_weight_decay_patterns),
-            exclude_from_layer_adaptation=list(self.exclude_from_layer_adaptation_patterns),
-        )
+        config["exclude_from_layer_adaptation"] = list(self.exclude_from_layer_adaptation_patterns)
         return config

@@ -267,15 +267,9 @@ class ClassificationTask:
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            from albertkit.data.squad import load_tokenizer
+            from albertkit.data.squad import load_task_tokenizer
 
-            self._tokenizer = load_tokenizer(self.data.tokenizer, self.data.do_lower_case)
-            vocab = len(self._tokenizer)
-            if vocab > self.spec.vocab_size:
-                raise ValueError(
-                    f"data.tokenizer={self.data.tokenizer} has {vocab} tokens but "
-                    f"model.vocab_size={self.spec.vocab_size}"
-                )
+            self._tokenizer = load_task_tokenizer(self.data, self.spec.vocab_size)
         return self._tokenizer
 
     def read(self, path: str | Path):

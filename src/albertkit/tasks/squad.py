@@ -34,7 +34,7 @@ from albertkit.data.squad import (
     SquadExample,
     SquadFeatures,
     convert_examples,
-    load_tokenizer,
+    load_task_tokenizer,
     parse_squad,
     read_squad,
     read_squad_json,
@@ -273,13 +273,7 @@ class SquadTask:
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            self._tokenizer = load_tokenizer(self.data.tokenizer, self.data.do_lower_case)
-            vocab = len(self._tokenizer)
-            if vocab > self.spec.vocab_size:
-                raise ValueError(
-                    f"data.tokenizer={self.data.tokenizer} has {vocab} tokens but "
-                    f"model.vocab_size={self.spec.vocab_size}"
-                )
+            self._tokenizer = load_task_tokenizer(self.data, self.spec.vocab_size)
         return self._tokenizer
 
     def features(
