@@ -36,7 +36,7 @@ def final_weights(run_dir):
 
 def test_fit_writes_everything(tmp_path):
     run = tmp_path / "run"
-    trainer = AlbertTrainer(config(run)).fit()
+    trainer = AlbertTrainer(config(run, malloc_arenas=2)).fit()
     s = json.loads((run / "summary.json").read_text())
     assert s["status"] == "completed" and s["step"] == 8
     assert s["accumulation_steps"] == 2 and s["global_batch_size"] == 8
@@ -127,3 +127,11 @@ def test_rerunning_a_completed_run_keeps_its_summary(tmp_path):
     again = AlbertTrainer(config(run, eval_every_steps=0)).fit().summary
     assert again == first and again["sequences_per_second"] > 0
     assert json.loads((run / "summary.json").read_text()) == first
+
+
+def test_malloc_arena_cap_is_applied_on_linux():
+    import platform
+
+    from albertkit.native import limit_malloc_arenas
+
+    assert limit_malloc_arenas(2) is (platform.system() == "Linux")

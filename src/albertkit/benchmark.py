@@ -47,6 +47,7 @@ from albertkit.memory import (
     training_flops,
 )
 from albertkit.models.sizes import SIZES, AlbertSpec, SizeName
+from albertkit.native import limit_malloc_arenas
 
 MARKER = "@@albertkit-benchmark "
 Framework = Literal["albertkit", "hf-pytorch"]
@@ -644,27 +645,6 @@ def _write_pretraining_records(folder: Path, s: BenchmarkSettings, n: int, rng) 
     for w in writers:
         w.close()
     return files
-
-
-def limit_malloc_arenas(arenas: int) -> bool:
-    """Cap glibc's malloc arenas (``mallopt(M_ARENA_MAX)``); False where that is unavailable.
-
-    glibc gives each thread that allocates concurrently its own arena (up to 8 per core);
-    TensorFlow's thread pools then keep freed activation memory spread over many arenas, and
-    resident memory grows step after step (measured: 2.4 -> 3.3 GiB over 4 steps of
-    ALBERT-base, stable at 2.35 GiB with 2 arenas). Call it before TensorFlow starts threads.
-    """
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if not name or platform.system() != "Linux":
-        return False
-    try:
-        libc = ctypes.CDLL(name)
-        return bool(libc.mallopt(-8, int(arenas)))  # M_ARENA_MAX = -8 (malloc.h)
-    except (OSError, AttributeError):
-        return False
 
 
 def worker_main(framework: str, settings_json: str) -> int:

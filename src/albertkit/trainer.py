@@ -126,6 +126,10 @@ class AlbertTrainer:
         from albertkit.tasks import build_task
 
         cfg = self.config
+        if cfg.runtime.malloc_arenas:
+            from albertkit.native import limit_malloc_arenas
+
+            limit_malloc_arenas(cfg.runtime.malloc_arenas)
         distributor = self._distributor or _build_distributor(cfg)
         self._distributor = distributor
         keras.utils.set_random_seed(cfg.runtime.seed)
