@@ -265,25 +265,23 @@ class AlbertTrainer:
                 out = run.step(batch)
                 step += 1
                 out = {k: float(v) for k, v in out.items()}
+                for k, v in out.items():
+                    window[k] = window.get(k, 0.0) + v
+                window_steps += 1
+                bar.update(1)
                 nonfinite_run = 0 if out["finite"] else nonfinite_run + 1
                 if nonfinite_run:
                     log.warning("step %d skipped: non-finite gradients (%d in a row, %d in all)",
                                 step, nonfinite_run, int(run.step.skipped_steps.numpy()))
                 if nonfinite_run >= cfg.runtime.max_nonfinite_steps:
-                    for k, v in out.items():
-                        window[k] = window.get(k, 0.0) + v
                     run.logger.scalars(step, self._train_metrics(
-                        run, window, window_steps + 1, time.perf_counter() - window_start,
+                        run, window, window_steps, time.perf_counter() - window_start,
                         seqs_per_step))
                     raise TrainingError(
                         f"loss/gradients were non-finite for {nonfinite_run} consecutive steps "
                         f"(up to step {step}); the last good checkpoint is kept in "
                         f"{run.checkpoints.directory}. Lower optimizer.learning_rate or use "
                         "runtime.precision=mixed_bfloat16/float32.")
-                for k, v in out.items():
-                    window[k] = window.get(k, 0.0) + v
-                window_steps += 1
-                bar.update(1)
                 if step % cfg.logging.log_every_steps == 0 or step == total:
                     elapsed = time.perf_counter() - window_start
                     last_train = self._train_metrics(run, window, window_steps, elapsed,
