@@ -415,24 +415,8 @@ def build_pretraining_dataset(
 
         def parse_and_mask(index, serialized):
             ex = {k: tf.cast(v, tf.int32) for k, v in tf.io.parse_example(serialized, spec).items()}
-            masked = mask_batch(
-                ex["input_ids"],
-                ex["input_mask"],
-                ex["token_boundary"],
-                tf.stack([tf.cast(seed, tf.int64), index]),
-                info=info,
-                rules=rules,
-                max_predictions=P,
-            )
-            return {
-                "input_ids": masked["input_ids"],
-                "input_mask": ex["input_mask"],
-                "segment_ids": ex["segment_ids"],
-                "masked_lm_positions": masked["masked_lm_positions"],
-                "masked_lm_ids": masked["masked_lm_ids"],
-                "masked_lm_weights": masked["masked_lm_weights"],
-                "next_sentence_labels": ex["next_sentence_labels"][:, 0],
-            }
+            ex["next_sentence_labels"] = ex["next_sentence_labels"][:, 0]
+            return _mask_pairs(ex, tf.stack([tf.cast(seed, tf.int64), index]), info, rules, P)
 
         ds = ds.enumerate().map(
             parse_and_mask, num_parallel_calls=_AUTOTUNE, deterministic=deterministic
@@ -440,6 +424,28 @@ def build_pretraining_dataset(
     options = tf.data.Options()
     options.deterministic = deterministic
     return ds.prefetch(_AUTOTUNE).with_options(options)
+
+
+def _mask_pairs(ex, seed_pair, info, rules, max_predictions):
+    """Mask a batch of unmasked pairs (dynamic masking) into the pretraining features."""
+    masked = mask_batch(
+        ex["input_ids"],
+        ex["input_mask"],
+        ex["token_boundary"],
+        seed_pair,
+        info=info,
+        rules=rules,
+        max_predictions=max_predictions,
+    )
+    return {
+        "input_ids": masked["input_ids"],
+        "input_mask": ex["input_mask"],
+        "segment_ids": ex["segment_ids"],
+        "masked_lm_positions": masked["masked_lm_positions"],
+        "masked_lm_ids": masked["masked_lm_ids"],
+        "masked_lm_weights": masked["masked_lm_weights"],
+        "next_sentence_labels": ex["next_sentence_labels"],
+    }
 
 
 # ------------------------------------------------------------------ synthetic source
@@ -529,24 +535,8 @@ def build_synthetic_dataset(
     )
 
     def add_masks(index, ex):
-        masked = mask_batch(
-            ex["input_ids"],
-            ex["input_mask"],
-            ex["token_boundary"],
-            tf.stack([tf.cast(seed, tf.int64) + 1, index]),
-            info=info,
-            rules=rules,
-            max_predictions=max_predictions_per_seq,
-        )
-        return {
-            "input_ids": masked["input_ids"],
-            "input_mask": ex["input_mask"],
-            "segment_ids": ex["segment_ids"],
-            "masked_lm_positions": masked["masked_lm_positions"],
-            "masked_lm_ids": masked["masked_lm_ids"],
-            "masked_lm_weights": masked["masked_lm_weights"],
-            "next_sentence_labels": ex["next_sentence_labels"],
-        }
+        pair_seed = tf.stack([tf.cast(seed, tf.int64) + 1, index])
+        return _mask_pairs(ex, pair_seed, info, rules, max_predictions_per_seq)
 
     ds = ds.map(add_masks, num_parallel_calls=_AUTOTUNE, deterministic=True)
     return ds.prefetch(_AUTOTUNE)

@@ -171,27 +171,15 @@ class AlbertEmbeddings(keras.layers.Layer):
         super().__init__(**kwargs)
         self.spec = spec
         dt = self.dtype_policy
-        self.word_embeddings = keras.layers.Embedding(
-            spec.vocab_size,
-            spec.embedding_size,
-            embeddings_initializer=_kernel_init(spec),
-            name="word_embeddings",
-            dtype=dt,
-        )
-        self.position_embeddings = keras.layers.Embedding(
-            spec.max_position_embeddings,
-            spec.embedding_size,
-            embeddings_initializer=_kernel_init(spec),
-            name="position_embeddings",
-            dtype=dt,
-        )
-        self.token_type_embeddings = keras.layers.Embedding(
-            spec.type_vocab_size,
-            spec.embedding_size,
-            embeddings_initializer=_kernel_init(spec),
-            name="token_type_embeddings",
-            dtype=dt,
-        )
+        def table(rows: int, name: str) -> keras.layers.Embedding:
+            return keras.layers.Embedding(
+                rows, spec.embedding_size, embeddings_initializer=_kernel_init(spec),
+                name=name, dtype=dt,
+            )
+
+        self.word_embeddings = table(spec.vocab_size, "word_embeddings")
+        self.position_embeddings = table(spec.max_position_embeddings, "position_embeddings")
+        self.token_type_embeddings = table(spec.type_vocab_size, "token_type_embeddings")
         self.layer_norm = _layer_norm(spec, "layer_norm", dt)
         self.dropout = Dropout(spec.hidden_dropout_prob, name="dropout", dtype=dt)
 
