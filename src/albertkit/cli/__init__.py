@@ -202,6 +202,3 @@ def main(argv: list[str] | None = None) -> int:
         print("(run with --debug for a traceback)", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
