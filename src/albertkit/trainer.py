@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from albertkit.checkpoint import CheckpointError, CheckpointManager
+from albertkit.checkpoint import CheckpointError, CheckpointManager, RunDirLock
 from albertkit.config import ConfigError, TrainerConfig, atomic_write_text
 from albertkit.logging import RunLogger
 from albertkit.models.sizes import AlbertSpec
@@ -77,6 +77,7 @@ class AlbertTrainer:
         self._distributor = distributor
         self.summary: dict[str, Any] | None = None
         self._stop = threading.Event()
+        self._lock: RunDirLock | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -91,11 +92,16 @@ class AlbertTrainer:
                 (the schedule still runs to ``runtime.max_steps``; a later ``fit()`` resumes).
         """
         with self._signals():
-            run = self._build(for_training=True)
             try:
-                self.summary = self._train(run, until_step)
+                run = self._build(for_training=True)
+                try:
+                    self.summary = self._train(run, until_step)
+                finally:
+                    run.logger.close()
             finally:
-                run.logger.close()
+                if self._lock is not None:
+                    self._lock.release()
+                    self._lock = None
         return self
 
     def evaluate(self) -> dict[str, float]:
@@ -112,11 +118,14 @@ class AlbertTrainer:
 
         return to_sagemaker(self.config, **overrides)
 
-    def export(self, out_dir: str | Path, format: str = "hf") -> Path:
-        """Export the newest checkpoint as a Hugging Face directory (``format="hf"``)."""
+    def export(self, out_dir: str | Path, format: str = "hf", overwrite: bool = False) -> Path:
+        """Export the newest checkpoint as a Hugging Face directory (``format="hf"``).
+
+        ``overwrite`` replaces a previous export in ``out_dir`` (never anything else).
+        """
         from albertkit.export import export_run
 
-        return export_run(self.run_dir, Path(out_dir), format=format)
+        return export_run(self.run_dir, Path(out_dir), format=format, overwrite=overwrite)
 
     # ================================================================== building
     def _build(self, for_training: bool) -> _Run:
@@ -132,6 +141,16 @@ class AlbertTrainer:
             limit_malloc_arenas(cfg.runtime.malloc_arenas)
         distributor = self._distributor or _build_distributor(cfg)
         self._distributor = distributor
+        is_chief = distributor.is_chief
+        if is_chief and for_training:
+            try:
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise TrainingError(f"run_dir={self.run_dir} cannot be created or written: "
+                                    f"{e.strerror or e}") from None
+            # held until fit() returns: a second trainer here is refused before it builds a
+            # model or touches the checkpoints (only the chief writes, so only the chief locks)
+            self._lock = RunDirLock(self.run_dir).acquire()
         keras.utils.set_random_seed(cfg.runtime.seed)
         accum = cfg.runtime.accumulation_steps(distributor.replicas)
         spec = resolve_spec(cfg)
@@ -142,19 +161,12 @@ class AlbertTrainer:
             optimizer = cfg.optimizer.build(total_steps=total)
             step = TrainStep(task, model, optimizer, distributor, cfg.runtime, accum,
                              cfg.optimizer.clip_norm)
-        is_chief = distributor.is_chief
-        if is_chief and for_training:
-            try:
-                self.run_dir.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise TrainingError(f"run_dir={self.run_dir} cannot be created or written: "
-                                    f"{e.strerror or e}") from None
         logger = RunLogger(self.run_dir, enabled=is_chief and for_training,
                            tensorboard=cfg.logging.tensorboard)
         run = _Run(spec, distributor, task, model, optimizer, step, accum,
                    CheckpointManager(self.run_dir / "checkpoints", cfg.checkpoint.keep_last),
                    logger)
-        resumed = cfg.checkpoint.resume and self._restore(run)
+        resumed = cfg.checkpoint.resume and self._restore(run, is_chief and for_training)
         if not resumed and cfg.model.load_from is not None:
             from albertkit.export import initialise_from
 
@@ -180,8 +192,11 @@ class AlbertTrainer:
                 cfg.runtime.global_batch_size, cfg.runtime.precision, cfg.runtime.xla)
         return run
 
-    def _restore(self, run: _Run) -> bool:
-        ckpt = run.checkpoints.latest()
+    def _restore(self, run: _Run, writer: bool) -> bool:
+        # only the process that writes checkpoints moves damaged ones aside
+        ckpt = run.checkpoints.resume_point(
+            allow_fresh_start=self.config.checkpoint.allow_fresh_start_if_damaged,
+            quarantine=writer)
         if ckpt is None:
             return False
         saved_spec = ckpt.state.get("model_spec")

@@ -77,7 +77,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from albertkit.export import export_run
 
-    out = export_run(args.run_dir, args.out_dir, format=args.format)
+    out = export_run(args.run_dir, args.out_dir, format=args.format, overwrite=args.overwrite)
     print(f"exported {args.run_dir} -> {out} ({args.format})")
     return 0
 
@@ -132,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", type=Path)
     p.add_argument("out_dir", type=Path)
     p.add_argument("--format", choices=["hf", "albertkit"], default="hf")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a previous export in OUT_DIR (a directory holding anything "
+                        "else is never replaced)")
     p.set_defaults(func=cmd_export)
 
     _add_optional_commands(sub)
