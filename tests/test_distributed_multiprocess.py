@@ -75,7 +75,7 @@ shard = [int(v) for v in dist.shard(tf.data.Dataset.range(11)).as_numpy_iterator
 # a stop signal that reached only rank 1 stops both, at the same (agreed) step
 from types import SimpleNamespace
 from albertkit.config import TrainerConfig
-from albertkit.trainer import AlbertTrainer
+from albertkit.training.trainer import AlbertTrainer
 
 trainer = AlbertTrainer(TrainerConfig.model_validate(
     {"data": {"kind": "synthetic"}, "logging": {"log_every_steps": 5}}))
@@ -128,9 +128,9 @@ import numpy as np
 from albertkit.config import TrainerConfig
 from albertkit.distributed.multiworker import MultiWorkerDistributor
 from albertkit.distributed.single import SingleProcess
-from albertkit.step import TrainStep
+from albertkit.training.step import TrainStep
 from albertkit.tasks import build_task
-from albertkit.trainer import resolve_spec
+from albertkit.training.trainer import resolve_spec
 
 SEQ, PREDS, VOCAB = 16, 4, 97
 cfg = TrainerConfig.from_dict({
@@ -277,8 +277,8 @@ _TRAIN = """
 import logging, os, sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from albertkit.config import TrainerConfig
-from albertkit.logging import setup_console_logging
-from albertkit.trainer import AlbertTrainer
+from albertkit.training.run_logger import setup_console_logging
+from albertkit.training.trainer import AlbertTrainer
 
 setup_console_logging()
 cfg = TrainerConfig.from_yaml(sys.argv[1], [f"distributed.backend={sys.argv[2]}"])
@@ -290,7 +290,7 @@ AlbertTrainer(cfg).fit()
 def single_run(tmp_path_factory) -> Path:
     """The reference: one process, global batch 16 as 4 micro-batches of 4."""
     from albertkit.config import TrainerConfig
-    from albertkit.trainer import AlbertTrainer
+    from albertkit.training.trainer import AlbertTrainer
 
     run_dir = tmp_path_factory.mktemp("single") / "run"
     AlbertTrainer(TrainerConfig.from_dict(_trainer_config(run_dir))).fit()

@@ -312,7 +312,7 @@ def test_unknown_label_in_eval_file_is_named(tok_dir, tmp_path):
 @pytest.mark.slow
 def test_classification_learns_its_training_set(tok_dir, tmp_path):
     """End to end through the trainer: accuracy >= 95% on its own training data."""
-    from albertkit.trainer import AlbertTrainer
+    from albertkit.training.trainer import AlbertTrainer
 
     sst = str(FIXTURES / "sst2_small.tsv")
     cfg = _cfg(tok_dir, tmp_path, task="sst2", train_file=sst, eval_file=sst)

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from albertkit.config import ConfigError, TrainerConfig
-from albertkit.logging import format_log_line
+from albertkit.training.run_logger import format_log_line
 from albertkit.sagemaker import job as smjob
 from albertkit.sagemaker.config import SageMakerConfig
 from albertkit.sagemaker.instances import INSTANCE_TYPES, gpus_per_instance, instance_spec

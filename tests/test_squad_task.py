@@ -149,7 +149,7 @@ def test_evaluate_writes_official_files(tok_dir, tmp_path):
 @pytest.mark.parametrize("version, steps", [("1.1", 500), ("2.0", 300)])
 def test_squad_learns_its_training_set(tok_dir, tmp_path, version, steps):
     """End to end through the trainer: EM >= 90 on its own (hand-made) training data."""
-    from albertkit.trainer import AlbertTrainer
+    from albertkit.training.trainer import AlbertTrainer
 
     trainer = AlbertTrainer(_cfg(tok_dir, tmp_path, version, steps=steps)).fit()
     result = trainer.summary["eval"]

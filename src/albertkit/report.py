@@ -41,7 +41,7 @@ from typing import Any
 import yaml
 
 from albertkit.config import atomic_write_bytes, atomic_write_text
-from albertkit.logging import read_metrics
+from albertkit.training.run_logger import read_metrics
 
 INSTALL_HINT = "pip install 'albertkit[report]'"
 

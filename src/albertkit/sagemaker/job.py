@@ -73,7 +73,7 @@ _SDK_INSTALL_HINT = (
 )
 
 # --------------------------------------------------------------------------- metrics
-# albertkit.logging writes one line per log step and per evaluation, e.g.
+# albertkit.training.run_logger writes one line per log step and per evaluation, e.g.
 #   albertkit step=120 loss=3.1415 mlm_accuracy=0.1234 sop_accuracy=0.6100 learning_rate=0.000500 seq_per_s=123.4
 #   albertkit eval step=120 loss=2.9 mlm_accuracy=0.1500 sop_accuracy=0.6400
 # SageMaker turns the first capture group of each regex into a CloudWatch metric.

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from albertkit.checkpoint import CheckpointError, CheckpointManager
+from albertkit.training.checkpoint import CheckpointError, CheckpointManager
 from albertkit.config import ConfigError, TrainerConfig, atomic_write_text
-from albertkit.logging import RunLogger
+from albertkit.training.run_logger import RunLogger
 from albertkit.models.sizes import AlbertSpec
 
 log = logging.getLogger("albertkit")
@@ -114,7 +114,7 @@ class AlbertTrainer:
 
     def export(self, out_dir: str | Path, format: str = "hf") -> Path:
         """Export the newest checkpoint as a Hugging Face directory (``format="hf"``)."""
-        from albertkit.export import export_run
+        from albertkit.training.export import export_run
 
         return export_run(self.run_dir, Path(out_dir), format=format)
 
@@ -122,12 +122,12 @@ class AlbertTrainer:
     def _build(self, for_training: bool) -> _Run:
         import keras
 
-        from albertkit.step import TrainStep
+        from albertkit.training.step import TrainStep
         from albertkit.tasks import build_task
 
         cfg = self.config
         if cfg.runtime.malloc_arenas:
-            from albertkit.native import limit_malloc_arenas
+            from albertkit.training.native import limit_malloc_arenas
 
             limit_malloc_arenas(cfg.runtime.malloc_arenas)
         distributor = self._distributor or _build_distributor(cfg)
@@ -156,7 +156,7 @@ class AlbertTrainer:
                    logger)
         resumed = cfg.checkpoint.resume and self._restore(run)
         if not resumed and cfg.model.load_from is not None:
-            from albertkit.export import initialise_from
+            from albertkit.training.export import initialise_from
 
             initialise_from(model, cfg.model.load_from, spec)
         distributor.broadcast_variables(list(model.variables) + list(optimizer.variables)

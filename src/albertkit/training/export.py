@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from albertkit.checkpoint import CheckpointError, CheckpointManager
+from albertkit.training.checkpoint import CheckpointError, CheckpointManager
 from albertkit.config import ConfigError, TrainerConfig
 
 log = logging.getLogger("albertkit")
