@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from albertkit.training.checkpoint import CheckpointError
 from albertkit.cli import main
 from albertkit.config import ConfigError, TrainerConfig
+from albertkit.training.checkpoint import CheckpointError
 from albertkit.training.trainer import AlbertTrainer
 from fixtures.tiny_tokenizer import build_tiny_tokenizer
 

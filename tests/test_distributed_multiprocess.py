@@ -73,16 +73,14 @@ dist.barrier()
 shard = [int(v) for v in dist.shard(tf.data.Dataset.range(11)).as_numpy_iterator()]
 
 # a stop signal that reached only rank 1 stops both, at the same (agreed) step
-from types import SimpleNamespace
-from albertkit.config import TrainerConfig
-from albertkit.training.trainer import AlbertTrainer
+import threading
+from albertkit.training.hooks import StopSignal
 
-trainer = AlbertTrainer(TrainerConfig.model_validate(
-    {"data": {"kind": "synthetic"}, "logging": {"log_every_steps": 5}}))
+event = threading.Event()
 if r == 1:
-    trainer._stop.set()
-run = SimpleNamespace(distributor=dist)
-stops = [trainer._stop_requested(run, 3), trainer._stop_requested(run, 5)]
+    event.set()
+stop = StopSignal(event, dist, check_every=5)
+stops = [stop.requested(3), stop.requested(5)]
 json.dump({
     "rank": r, "size": dist.size, "replicas": dist.replicas, "chief": dist.is_chief,
     "mean": res["mean"].numpy().tolist(), "mean2d": res["mean2d"].numpy().tolist(),
@@ -130,7 +128,7 @@ from albertkit.distributed.multiworker import MultiWorkerDistributor
 from albertkit.distributed.single import SingleProcess
 from albertkit.training.step import TrainStep
 from albertkit.tasks import build_task
-from albertkit.training.trainer import resolve_spec
+from albertkit.training.builders import resolve_spec
 
 SEQ, PREDS, VOCAB = 16, 4, 97
 cfg = TrainerConfig.from_dict({

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from albertkit.training.checkpoint import CheckpointError, CheckpointManager
 from albertkit.config import TrainerConfig
+from albertkit.training.checkpoint import CheckpointError, CheckpointManager
 from albertkit.training.trainer import AlbertTrainer, TrainingError
 
 

@@ -17,7 +17,6 @@ import pytest
 import yaml
 from PIL import Image
 
-from albertkit.training.run_logger import RunLogger
 from albertkit.report import (
     ReportError,
     add_parser,
@@ -28,6 +27,7 @@ from albertkit.report import (
     write_run_report,
 )
 from albertkit.tasks import squad_metrics as sm
+from albertkit.training.run_logger import RunLogger
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

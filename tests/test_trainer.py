@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from albertkit.training.checkpoint import CheckpointManager
 from albertkit.config import TrainerConfig
+from albertkit.training.checkpoint import CheckpointManager
 from albertkit.training.trainer import AlbertTrainer
 
 
@@ -109,7 +109,8 @@ def test_resume_with_a_different_data_stream_is_refused(tmp_path):
 
 def test_each_rank_gets_its_own_dropout_stream():
     from albertkit.tasks import build_task
-    from albertkit.training.trainer import _decorrelate_dropout, resolve_spec
+    from albertkit.training.builders import resolve_spec
+    from albertkit.training.trainer import _decorrelate_dropout
 
     cfg = config("unused")
     model = build_task(cfg, resolve_spec(cfg)).build_model()

@@ -242,8 +242,8 @@ class _AlbertkitWorker:
 
         from albertkit.config import TrainerConfig
         from albertkit.distributed.single import SingleProcess
-        from albertkit.training.step import TrainStep
         from albertkit.tasks import build_task
+        from albertkit.training.step import TrainStep
 
         s = self.s
         self.gpu = bool(tf.config.list_physical_devices("GPU"))
