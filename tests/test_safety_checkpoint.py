@@ -14,33 +14,30 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from albertkit.checkpoint import (
+from albertkit.config import TrainerConfig
+from albertkit.training.checkpoint import (
     EXPECTED_FILES,
     CheckpointError,
     CheckpointManager,
     RunDirLock,
     _sha256,
 )
-from albertkit.config import TrainerConfig
-from albertkit.trainer import AlbertTrainer
+from albertkit.training.trainer import AlbertTrainer
+from conftest import make_tiny_config
 
 STEPS = (3, 6, 9)
 
 
 def config(run_dir, **checkpoint) -> TrainerConfig:
-    return TrainerConfig.from_dict({
-        "run_dir": str(run_dir),
-        "model": {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_size": 16,
-                  "num_attention_heads": 2, "intermediate_size": 64,
-                  "max_position_embeddings": 64, "hidden_dropout_prob": 0.1},
-        "data": {"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
-                 "num_examples": 64, "eval_examples": 0},
-        "optimizer": {"kind": "lamb", "learning_rate": 1e-3, "schedule": {"warmup_steps": 2}},
-        "runtime": {"micro_batch_size": 4, "global_batch_size": 4, "max_steps": 9,
-                    "eval_every_steps": 0, "xla": False},
-        "checkpoint": {"every_steps": 3, "keep_last": 5, "keep_best": False, **checkpoint},
-        "logging": {"log_every_steps": 3, "progress_bar": False, "tensorboard": False},
-    })
+    return make_tiny_config(
+        run_dir,
+        model={"hidden_dropout_prob": 0.1},
+        data={"num_examples": 64, "eval_examples": 0},
+        optimizer={"kind": "lamb", "learning_rate": 1e-3, "schedule": {"warmup_steps": 2}},
+        runtime={"global_batch_size": 4, "max_steps": 9, "eval_every_steps": 0},
+        checkpoint={"every_steps": 3, "keep_last": 5, "keep_best": False, **checkpoint},
+        logging={"log_every_steps": 3, "progress_bar": False, "tensorboard": False},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +200,7 @@ def test_interrupted_same_step_swap_is_recovered_not_pruned(pristine, tmp_path):
 # --------------------------------------------------------------------------- run_dir lock
 HOLD = """
 import sys, time
-from albertkit.checkpoint import RunDirLock
+from albertkit.training.checkpoint import RunDirLock
 lock = RunDirLock(sys.argv[1]).acquire()
 print("locked", flush=True)
 time.sleep(120)

@@ -9,32 +9,27 @@ import shutil
 import pytest
 
 from albertkit.cli import main
-from albertkit.config import TrainerConfig
-from albertkit.export import export_run, load_run_model
 from albertkit.models import hf
-from albertkit.trainer import AlbertTrainer
+from albertkit.training.export import export_run, load_run_model
+from albertkit.training.trainer import AlbertTrainer
+from conftest import make_tiny_config
 
 
-def raw(run_dir):
-    return {
-        "run_dir": str(run_dir),
-        "model": {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_size": 16,
-                  "num_attention_heads": 2, "intermediate_size": 64,
-                  "max_position_embeddings": 64},
-        "data": {"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
-                 "num_examples": 64, "eval_examples": 0},
-        "optimizer": {"kind": "lamb", "learning_rate": 1e-2},
-        "runtime": {"micro_batch_size": 4, "global_batch_size": 4, "max_steps": 4,
-                    "eval_every_steps": 0, "xla": False},
-        "checkpoint": {"every_steps": 2, "keep_last": 3},
-        "logging": {"progress_bar": False, "tensorboard": False},
-    }
+def config(run_dir):
+    return make_tiny_config(
+        run_dir,
+        data={"num_examples": 64, "eval_examples": 0},
+        optimizer={"kind": "lamb", "learning_rate": 1e-2},
+        runtime={"global_batch_size": 4, "max_steps": 4, "eval_every_steps": 0},
+        checkpoint={"every_steps": 2, "keep_last": 3},
+        logging={"progress_bar": False, "tensorboard": False},
+    )
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     run = tmp_path_factory.mktemp("trained") / "runs" / "p"
-    AlbertTrainer(TrainerConfig.model_validate(raw(run))).fit()
+    AlbertTrainer(config(run)).fit()
     return run
 
 
