@@ -12,7 +12,6 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from albertkit.data.pretraining_dataset import (  # noqa: E402
-    DatasetError,
     build_pretraining_dataset,
     build_synthetic_dataset,
     masked_lm_baseline,
@@ -20,6 +19,7 @@ from albertkit.data.pretraining_dataset import (  # noqa: E402
 from albertkit.data.tfrecord import read_records  # noqa: E402
 from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer  # noqa: E402
 from albertkit.data.writer import PretrainingDataConfig, prepare_pretraining_data, shard_files  # noqa: E402
+from albertkit.errors import DatasetError  # noqa: E402
 
 L, P = 64, 10
 

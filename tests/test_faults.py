@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from albertkit.checkpoint import CheckpointError, CheckpointManager
+from albertkit.checkpoint import CheckpointManager
 from albertkit.config import TrainerConfig
-from albertkit.trainer import AlbertTrainer, TrainingError
+from albertkit.errors import CheckpointError, TrainingError
+from albertkit.trainer import AlbertTrainer
 
 
 def raw_config(run_dir, **runtime):

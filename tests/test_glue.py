@@ -8,14 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from albertkit.data.glue import (
-    GLUE_PRESETS,
-    GlueDataError,
-    LabelMap,
-    encode_examples,
-    read_examples,
-)
+from albertkit.data.glue import GLUE_PRESETS, LabelMap, encode_examples, read_examples
 from albertkit.data.squad import load_tokenizer
+from albertkit.errors import GlueDataError
 from albertkit.tasks.classification import (
     accuracy,
     average_ranks,

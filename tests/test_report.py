@@ -17,9 +17,9 @@ import pytest
 import yaml
 from PIL import Image
 
+from albertkit.errors import ReportError
 from albertkit.logging import RunLogger
 from albertkit.report import (
-    ReportError,
     add_parser,
     load_series,
     read_benchmark,

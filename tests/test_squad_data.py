@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from albertkit.data.squad import (
-    SquadFormatError,
     convert_examples,
     load_tokenizer,
     parse_squad,
     read_squad,
     read_squad_json,
 )
+from albertkit.errors import SquadFormatError
 from albertkit.tasks import squad_metrics as sm
 from albertkit.tasks.commands import add_parser
 from albertkit.tasks.squad import postprocess

@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
+from albertkit.errors import ConfigError
+from albertkit.fileio import atomic_write_text, load_yaml
 from albertkit.models.sizes import SIZES, Activation, AlbertSpec, SizeName
 from albertkit.sagemaker.config import SageMakerConfig
-
-
-class ConfigError(ValueError):
-    """A configuration problem, with a message that names the field, value and source."""
 
 
 class _Section(BaseModel):
@@ -677,24 +674,7 @@ class TrainerConfig(_Section):
     @classmethod
     def from_yaml(cls, path: str | os.PathLike, overrides: list[str] | None = None) -> TrainerConfig:
         """Load a YAML (or JSON) file, apply ``key.path=value`` overrides, validate."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {path}") from None
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-        try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(e, "problem", None) or str(e)
-            raise ConfigError(f"{path}:{where}: malformed YAML: {problem}") from None
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: top level must be a mapping, got {type(raw).__name__}")
+        raw = load_yaml(path)
         return cls.from_dict(raw, overrides, source=str(path))
 
     from_json = from_yaml  # JSON is YAML
@@ -769,23 +749,3 @@ def _format_errors(e: ValidationError) -> str:
 
 def _first_error(e: ValidationError) -> str:
     return _format_errors(e).splitlines()[0].strip()
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers never see a partial file."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -34,7 +34,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from albertkit.config import ConfigError, TrainerConfig, atomic_write_text
+from albertkit.config import ConfigError, TrainerConfig
+from albertkit.fileio import atomic_write_text
 
 SCHEMA_FILE = "albertkit-config.schema.json"
 REFERENCE_PATH = Path("docs/configuration.md")

@@ -26,16 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from albertkit.checkpoint import CheckpointError, CheckpointManager
-from albertkit.config import ConfigError, TrainerConfig, atomic_write_text
+from albertkit.checkpoint import CheckpointManager
+from albertkit.config import ConfigError, TrainerConfig
+from albertkit.errors import CheckpointError, TrainingError
+from albertkit.fileio import atomic_write_text, replace_dir
 from albertkit.logging import RunLogger
 from albertkit.models.sizes import AlbertSpec
 
 log = logging.getLogger("albertkit")
-
-
-class TrainingError(RuntimeError):
-    """Training cannot continue (for example the loss stayed non-finite)."""
 
 
 @dataclass
@@ -351,7 +349,7 @@ class AlbertTrainer:
             shutil.copy2(src, tmp / "spiece.model")
         else:
             raise ConfigError(f"tokenizer directory not found: {src}")
-        tmp.rename(dst)
+        replace_dir(tmp, dst)
 
     def _train_metrics(self, run: _Run, window: dict[str, float], steps: int,
                        elapsed: float, seqs_per_step: int) -> dict[str, float]:

@@ -72,8 +72,8 @@ def add_train_tokenizer_parser(subparsers) -> argparse.ArgumentParser:
 def run_train_tokenizer(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from albertkit.data.corpus import CorpusError
-    from albertkit.data.tokenizer import TokenizerConfig, TokenizerError, train_tokenizer
+    from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
+    from albertkit.errors import CorpusError, TokenizerError
 
     try:
         cfg = TokenizerConfig(
@@ -152,13 +152,8 @@ def run_prepare_data(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from albertkit.config import MaskingConfig
-    from albertkit.data.corpus import CorpusError
-    from albertkit.data.tokenizer import TokenizerError
-    from albertkit.data.writer import (
-        DataPreparationError,
-        PretrainingDataConfig,
-        prepare_pretraining_data,
-    )
+    from albertkit.data.writer import PretrainingDataConfig, prepare_pretraining_data
+    from albertkit.errors import CorpusError, DataPreparationError, TokenizerError
 
     try:
         cfg = PretrainingDataConfig(

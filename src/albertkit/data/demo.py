@@ -34,10 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-from albertkit.config import DemoData, atomic_write_text
+from albertkit.config import DemoData
 from albertkit.data.sentences import split_sentences
 from albertkit.data.tokenizer import Tokenizer, TokenizerConfig, train_tokenizer
 from albertkit.data.writer import PretrainingDataConfig, prepare_pretraining_data, shard_files
+from albertkit.fileio import atomic_write_text
 
 DEMO_FORMAT = "albertkit-demo-v1"
 _SKIP_DIRS = {

@@ -27,7 +27,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from albertkit.sagemaker.instances import instance_spec
+from albertkit.hardware import instance_spec
 
 # Service limits of CreateTrainingJob (botocore's service model for sagemaker 2017-07-24 and
 # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html).
@@ -382,7 +382,7 @@ class SageMakerConfig(_Section):
         if spec is None:
             raise ValueError(
                 f"distribution.kind=horovod: instance_type={self.instance_type!r} is not in "
-                "albertkit's instance table (albertkit/sagemaker/instances.py), so the number "
+                "albertkit's instance table (albertkit/hardware.py), so the number "
                 "of processes per host is unknown; set distribution.processes_per_host"
             )
         if spec.gpus == 0:

@@ -52,7 +52,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from albertkit.config import atomic_write_text
+    from albertkit.fileio import atomic_write_text
     from albertkit.tasks.squad_metrics import evaluate_files
 
     result = evaluate_files(

@@ -28,7 +28,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albertkit.config import SquadData, TrainerConfig, atomic_write_text
+from albertkit.config import SquadData, TrainerConfig
 from albertkit.data.squad import (
     FEATURE_NAMES,
     SquadExample,
@@ -39,6 +39,7 @@ from albertkit.data.squad import (
     read_squad,
     read_squad_json,
 )
+from albertkit.fileio import atomic_write_text
 from albertkit.models.sizes import AlbertSpec
 from albertkit.tasks import squad_metrics
 from albertkit.tasks.base import Batch, Stats
