@@ -25,13 +25,17 @@ def _add_config_args(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 def load_config(args: argparse.Namespace):
     from albertkit.config import TrainerConfig
+    from albertkit.sagemaker.config import SageMakerConfig
 
     overrides = list(args.overrides)
     if getattr(args, "distributed", None):
         overrides.append(f"distributed.backend={args.distributed}")
     if getattr(args, "run_dir", None):
         overrides.append(f"run_dir={args.run_dir}")
-    return TrainerConfig.from_yaml(args.config, overrides)
+    cfg = TrainerConfig.from_yaml(args.config, overrides)
+    # a local run ignores the sagemaker: section, but a bad key in it still fails here
+    SageMakerConfig.from_trainer_config(cfg, source=str(args.config))
+    return cfg
 
 
 # ---------------------------------------------------------------------- commands
@@ -146,7 +150,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 def _add_optional_commands(sub) -> None:
     """Subcommands that live beside the code they drive (each module owns its arguments)."""
     from albertkit.benchmark import add_parser as add_benchmark
-    from albertkit.config_tools import add_parser as add_config
+    from albertkit.cli.config import add_config_parser
     from albertkit.data.commands import add_prepare_data_parser, add_train_tokenizer_parser
     from albertkit.report import add_parser as add_report
     from albertkit.sagemaker.job import add_parser as add_launch
@@ -159,7 +163,7 @@ def _add_optional_commands(sub) -> None:
     add_launch(sub, sagemaker_defaults_from_env(os.environ))  # env read here, not in configs
     add_benchmark(sub)
     add_report(sub)
-    add_config(sub, sagemaker_defaults_from_env(os.environ))
+    add_config_parser(sub, sagemaker_defaults_from_env(os.environ))
 
 
 def _error_text(e: BaseException) -> str:

@@ -419,7 +419,11 @@ class SageMakerJob:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         atomic_write_text(directory / ENTRY_SCRIPT, _ENTRY_SCRIPT_TEXT)
-        self.trainer_config.to_json(directory / CONFIG_FILE)
+        # the container needs the sagemaker section (channels, distribution), which the
+        # config's own to_json leaves out
+        shipped = {**self.trainer_config.to_dict(), "sagemaker": self.sagemaker_config.model_dump(
+            mode="json", exclude_none=True)}
+        atomic_write_text(directory / CONFIG_FILE, json.dumps(shipped, indent=2))
         if self.sagemaker_config.ship_source:
             package = Path(__file__).resolve().parents[1]
             shutil.copytree(
@@ -694,12 +698,13 @@ def attach(job_name: str, boto_session=None) -> TrainingJobHandle:
 
 
 def to_sagemaker(config: TrainerConfig, **overrides: Any) -> SageMakerJob:
-    """The SageMaker job for ``config``: ``config.sagemaker`` updated by ``overrides``
+    """The SageMaker job for ``config``: its ``sagemaker:`` section updated by ``overrides``
     (``instance_type="ml.p4d.24xlarge"``, ``instance_count=8``, ``spot=True``, ...).
 
     Raises ``ConfigError`` naming every field that is wrong, before any AWS call.
     """
-    base = config.sagemaker.model_dump(exclude_unset=True) if config.sagemaker else {}
+    section = SageMakerConfig.from_trainer_config(config)
+    base = section.model_dump(exclude_unset=True) if section else {}
     merged = {**base, **overrides}
     if merged.get("distribution") is None and config.distributed.backend != "single":
         # The training config already names the backend: run it that way on SageMaker too.
