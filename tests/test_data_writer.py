@@ -319,7 +319,7 @@ def test_skip_policy_counts_bad_lines(setup, tmp_path):
 def test_cli_commands(setup, tmp_path, capsys):
     import argparse
 
-    from albertkit.data.commands import add_prepare_data_parser, add_train_tokenizer_parser
+    from albertkit.cli.data import add_prepare_data_parser, add_train_tokenizer_parser
 
     root, corpus, tok = setup
     parser = argparse.ArgumentParser(prog="albertkit")

@@ -1,12 +1,4 @@
-"""``albertkit train-tokenizer`` and ``albertkit prepare-data`` (argparse sub-commands).
-
-``cli.py`` wires them in::
-
-    from albertkit.data.commands import add_prepare_data_parser, add_train_tokenizer_parser
-    add_train_tokenizer_parser(subparsers)
-    add_prepare_data_parser(subparsers)
-    args = parser.parse_args()
-    sys.exit(args.func(args))
+"""``albertkit train-tokenizer`` and ``albertkit prepare-data``.
 
 Each ``func`` returns a process exit code: 0 on success, 2 on a data/tokenizer error (the
 message, naming file/line/setting, goes to stderr).
