@@ -14,22 +14,20 @@ import numpy as np
 import pytest
 
 from albertkit.benchmark import (
-    BenchmarkError,
     BenchmarkSettings,
     PeakMemory,
     add_parser,
     format_table,
     run_benchmark,
 )
+from albertkit.errors import BenchmarkError
+from albertkit.hardware import DEVICES, INSTANCE_TYPES, GiB, get_device
 from albertkit.memory import (
-    DEVICES,
     PLANNED_DEVICES,
-    GiB,
     activation_bytes_per_sequence,
     default_predictions,
     estimate_memory,
     format_plan_table,
-    get_device,
     parameter_count,
     plan_batch,
     plan_table,
@@ -220,13 +218,21 @@ def test_device_table():
 
 
 def test_device_table_agrees_with_sagemaker_instances():
-    instances = pytest.importorskip("albertkit.sagemaker.instances")
-    gpus = getattr(instances, "_GPUS", None)
-    if gpus is None:
-        pytest.skip("instances no longer keeps its own GPU table")
+    # GPU memory (GiB) and native bfloat16 of every GPU a SageMaker instance type carries
+    gpus = {"V100": (16, False), "V100-32GB": (32, False), "T4": (16, False),
+            "A10G": (24, True), "L4": (24, True), "L40S": (48, True), "A100": (40, True),
+            "A100-80GB": (80, True), "H100": (80, True), "H200": (141, True)}
     for name, (memory, bf16) in gpus.items():
         assert DEVICES[name].memory_gib == memory, name
         assert DEVICES[name].bf16 == bf16, name
+    seen = set()
+    for instance, spec in INSTANCE_TYPES.items():
+        if spec.gpu is None:
+            continue
+        seen.add(spec.gpu)
+        assert spec.gpu_memory_gib == DEVICES[spec.gpu].memory_gib, instance
+        assert spec.bf16 == DEVICES[spec.gpu].bf16, instance
+    assert seen == set(gpus)
 
 
 # ----------------------------------------------------------------------------- measuring

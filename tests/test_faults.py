@@ -16,8 +16,9 @@ import pytest
 from safetensors.numpy import load_file
 
 from albertkit.config import TrainerConfig
-from albertkit.training.checkpoint import CheckpointError, CheckpointManager
-from albertkit.training.trainer import AlbertTrainer, TrainingError
+from albertkit.errors import CheckpointError, TrainingError
+from albertkit.training.checkpoint import CheckpointManager
+from albertkit.training.trainer import AlbertTrainer
 
 
 def raw_config(run_dir, **runtime):

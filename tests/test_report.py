@@ -17,8 +17,8 @@ import pytest
 import yaml
 from PIL import Image
 
+from albertkit.errors import ReportError
 from albertkit.report import (
-    ReportError,
     add_parser,
     load_series,
     read_benchmark,

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from albertkit.errors import BenchmarkError
 from albertkit.memory import (
     default_predictions,
     estimate_memory,
@@ -51,10 +52,6 @@ from albertkit.training.native import limit_malloc_arenas
 
 MARKER = "@@albertkit-benchmark "
 Framework = Literal["albertkit", "hf-pytorch"]
-
-
-class BenchmarkError(RuntimeError):
-    """A benchmark that cannot run as asked (message names the option and the reason)."""
 
 
 class BenchmarkSettings(BaseModel):
@@ -1085,7 +1082,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     """The ``albertkit benchmark`` command."""
     import yaml
 
-    from albertkit.config import atomic_write_text
+    from albertkit.fileio import atomic_write_text
 
     model: dict[str, Any] = {}
     for item in args.model:

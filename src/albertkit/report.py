@@ -40,7 +40,9 @@ from typing import Any
 
 import yaml
 
-from albertkit.config import TASK_OF_KIND, atomic_write_bytes, atomic_write_text
+from albertkit.config import TASK_OF_KIND
+from albertkit.errors import ReportError
+from albertkit.fileio import atomic_write_bytes, atomic_write_text
 from albertkit.training.run_logger import read_metrics
 
 INSTALL_HINT = "pip install 'albertkit[report]'"
@@ -59,10 +61,6 @@ _KEY_ORDER = (
     "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "learning_rate", "seq_per_s",
     "grad_norm", "loss_scale", "skipped_steps",
 )
-
-
-class ReportError(ValueError):
-    """The report cannot be made (no metrics, unreadable files); the message names the file."""
 
 
 @dataclass

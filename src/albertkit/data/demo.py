@@ -35,10 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-from albertkit.config import DemoData, TrainerConfig, atomic_write_text
+from albertkit.config import DemoData, TrainerConfig
 from albertkit.data.sentences import split_sentences
 from albertkit.data.tokenizer import Tokenizer, TokenizerConfig, train_tokenizer
 from albertkit.data.writer import PretrainingDataConfig, prepare_pretraining_data, shard_files
+from albertkit.fileio import atomic_write_text
 
 DEMO_FORMAT = "albertkit-demo-v1"
 DEMO_STEPS = 1500

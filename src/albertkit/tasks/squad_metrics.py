@@ -38,12 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from albertkit.errors import SquadEvalError
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
-
-
-class SquadEvalError(ValueError):
-    """Inputs to the SQuAD evaluation do not line up (missing predictions, bad files)."""
 
 
 # --------------------------------------------------------------------------- definitions
