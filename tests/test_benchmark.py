@@ -13,15 +13,16 @@ import re
 import numpy as np
 import pytest
 
-from albertkit.benchmark import (
+from albertkit.cli.benchmark import add_benchmark_parser
+from albertkit.models.sizes import SIZES, AlbertSpec
+from albertkit.perf import (
     BenchmarkError,
+    BenchmarkResult,
     BenchmarkSettings,
-    PeakMemory,
-    add_parser,
     format_table,
-    run_benchmark,
+    measure,
 )
-from albertkit.memory import (
+from albertkit.perf.memory import (
     DEVICES,
     PLANNED_DEVICES,
     GiB,
@@ -35,7 +36,7 @@ from albertkit.memory import (
     plan_table,
     training_flops,
 )
-from albertkit.models.sizes import SIZES, AlbertSpec
+from albertkit.perf.meter import PeakMemory
 
 SMALL = AlbertSpec(
     vocab_size=100,
@@ -266,9 +267,10 @@ def test_benchmark_smoke_two_steps(tmp_path):
         xla=False,
         pipeline=False,
     )
-    result = run_benchmark(settings, progress=False)
-    json.dumps(result)  # serialisable
-    assert len(result["results"]["albertkit"]["step_times_s"]) == 2
+    result = measure(settings, progress=False)
+    json.loads(result.to_json())  # serialisable
+    assert BenchmarkResult.model_validate_json(result.to_json()) == result  # read back whole
+    assert len(result.results["albertkit"].step_times_s) == 2
     _check_table(format_table(result), ["albertkit"])
 
 
@@ -287,9 +289,9 @@ def test_benchmark_smoke_two_processes():
         pipeline=False,
         processes=[1, 2],
     )
-    result = run_benchmark(settings, progress=False)
-    row = result["data_parallel"]["2"]
-    assert len(row["step_times_s"]) == 2 and row["scaling_efficiency"] > 0
+    result = measure(settings, progress=False)
+    row = result.data_parallel["2"]
+    assert len(row.step_times_s) == 2 and row.scaling_efficiency > 0
     _check_table(format_table(result), ["albertkit", "albertkit x2 processes"])
 
 
@@ -308,10 +310,10 @@ def test_benchmark_smoke_compare_hf(tmp_path):
         compare=["hf-pytorch"],
         pipeline=False,
     )
-    result = run_benchmark(settings, progress=False)
+    result = measure(settings, progress=False)
     for f in ("albertkit", "hf-pytorch"):
-        assert len(result["results"][f]["step_times_s"]) == 2
-    assert result["results"]["hf-pytorch"]["params"] == result["results"]["albertkit"]["params"]
+        assert len(result.results[f].step_times_s) == 2
+    assert result.results["hf-pytorch"].params == result.results["albertkit"].params
     text = format_table(result)
     _check_table(text, ["albertkit", "hf-pytorch"])
     assert "albertkit / hf-pytorch: sequences/s x" in text
@@ -320,7 +322,7 @@ def test_benchmark_smoke_compare_hf(tmp_path):
 def test_cli_arguments_and_errors():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
-    add_parser(sub)
+    add_benchmark_parser(sub)
     args = parser.parse_args(
         [
             "benchmark",

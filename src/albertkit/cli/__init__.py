@@ -145,10 +145,10 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
 def _add_optional_commands(sub) -> None:
     """Subcommands that live beside the code they drive (each module owns its arguments)."""
-    from albertkit.benchmark import add_parser as add_benchmark
+    from albertkit.cli.benchmark import add_benchmark_parser
+    from albertkit.cli.report import add_report_parser
     from albertkit.config_tools import add_parser as add_config
     from albertkit.data.commands import add_prepare_data_parser, add_train_tokenizer_parser
-    from albertkit.report import add_parser as add_report
     from albertkit.sagemaker.job import add_parser as add_launch
     from albertkit.sagemaker.job import sagemaker_defaults_from_env
     from albertkit.tasks.commands import add_parser as add_squad_eval
@@ -157,8 +157,8 @@ def _add_optional_commands(sub) -> None:
     add_prepare_data_parser(sub)
     add_squad_eval(sub)
     add_launch(sub, sagemaker_defaults_from_env(os.environ))  # env read here, not in configs
-    add_benchmark(sub)
-    add_report(sub)
+    add_benchmark_parser(sub)
+    add_report_parser(sub)
     add_config(sub, sagemaker_defaults_from_env(os.environ))
 
 
