@@ -190,6 +190,8 @@ class BenchmarkResult(_Model):
         # exactly what was asked for.
         data["settings"] = self.settings.model_dump(mode="json")
         data["spec"] = self.spec.model_dump(mode="json")
+        if not self.data_parallel:
+            del data["data_parallel"]  # measured only with --processes above 1
         return json.dumps(data, indent=2)
 
     @classmethod
