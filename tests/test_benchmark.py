@@ -241,6 +241,44 @@ def test_peak_memory_sees_a_short_allocation():
     mem.stop()
 
 
+def test_worker_builds_the_trainers_model_and_step():
+    """The albertkit worker goes through the trainer's config and build calls: the
+    settings' remat, precision and accumulation reach the model and the step."""
+    from albertkit.distributed.single import SingleProcess
+    from albertkit.perf.workers import build_model_and_step, trainer_config
+
+    settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
+                                 micro_batch=2, accumulation=2, remat=True, xla=False)
+    cfg = trainer_config(settings)
+    assert cfg.runtime.remat and cfg.runtime.accumulation_steps(1) == 2
+    assert cfg.model.spec == settings.spec
+    model, step = build_model_and_step(cfg, SingleProcess())
+    assert model.get_config()["remat"] is True
+    assert step.model is model
+
+
+def test_pipeline_reads_the_records_it_writes(tmp_path):
+    from albertkit.data.pretraining_dataset import build_pretraining_dataset
+    from albertkit.perf.pipeline import SHARDS, write_pretraining_records
+
+    settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
+                                 micro_batch=4)
+    files = write_pretraining_records(tmp_path, settings, 10, np.random.default_rng(0))
+    assert len(files) == SHARDS
+    ds = build_pretraining_dataset(files, seq_length=32,
+                                   max_predictions_per_seq=settings.predictions, batch_size=5,
+                                   masking="static", shuffle_buffer=10, seed=0,
+                                   deterministic=True, repeat=False, training=True)
+    batches = list(ds)
+    assert sum(int(b["input_ids"].shape[0]) for b in batches) == 10
+    b = batches[0]
+    assert b["input_ids"].shape == (5, 32)
+    assert b["masked_lm_positions"].shape == (5, settings.predictions)
+    assert np.all(b["input_ids"].numpy() >= 5) and np.all(b["input_ids"].numpy() < 300)
+    assert np.all(b["masked_lm_weights"].numpy() == 1.0)
+    assert np.all(np.diff(b["masked_lm_positions"].numpy(), axis=1) > 0)
+
+
 def _check_table(text: str, frameworks: list[str]) -> None:
     lines = text.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("| framework"))
