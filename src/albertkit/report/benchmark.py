@@ -110,8 +110,8 @@ def write_benchmark_report(results: str | Path | Sequence[str | Path],
     seqs = {p.seq_length for p in points if p.seq_length is not None}
     if len(seqs) >= 1 and series:
         draw_lines(out / "throughput_vs_seq_length.png", "Training throughput vs sequence length",
-                    "sequence length (tokens)", "sequences / second", series,
-                    logx=len(seqs) > 1, integer_x=False, y_from_zero=True, legend=True)
+                   "sequence length (tokens)", "sequences / second", series,
+                   logx=len(seqs) > 1, integer_x=False, y_from_zero=True, legend=True)
         report.charts["throughput_vs_seq_length"] = out / "throughput_vs_seq_length.png"
         charts.append(("throughput_vs_seq_length", "Throughput vs sequence length",
                        out / "throughput_vs_seq_length.png"))
@@ -125,8 +125,8 @@ def write_benchmark_report(results: str | Path | Sequence[str | Path],
         xs = sorted({x for s in eff_series for x in s.x})
         eff_series.append(Series("linear scaling", (xs[0], xs[-1]), (100.0, 100.0), "ideal"))
         draw_lines(out / "scaling_efficiency.png", "Scaling efficiency vs processes",
-                    "processes", "efficiency (% of linear scaling)", eff_series,
-                    logx=len(xs) > 2)
+                   "processes", "efficiency (% of linear scaling)", eff_series,
+                   logx=len(xs) > 2)
         report.charts["scaling_efficiency"] = out / "scaling_efficiency.png"
         charts.append(("scaling_efficiency", "Scaling efficiency", out / "scaling_efficiency.png"))
     else:

@@ -52,9 +52,9 @@ COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:b
 
 
 def draw_lines(path: Path, title: str, xlabel: str, ylabel: str, series: Sequence[Series],
-                *, logx: bool = False, logy: bool = False, vlines: Sequence[tuple[float, str, str]] = (),
-                steps_post: bool = False, integer_x: bool = True, y_from_zero: bool = False,
-                legend: bool = False) -> bool:
+               *, logx: bool = False, logy: bool = False, vlines: Sequence[tuple[float, str, str]] = (),
+               steps_post: bool = False, integer_x: bool = True, y_from_zero: bool = False,
+               legend: bool = False) -> bool:
     """Draw ``series`` into a PNG at ``path`` (atomically); False if nothing to draw."""
     series = [s for s in series if any(finite(v) for v in s.y)]
     if not series:
@@ -144,7 +144,7 @@ def draw_grad_norm(path: Path, gn: Series, scale: Series | None) -> bool:
 
 
 def draw_threshold(path: Path, curve: dict[str, list[float]], configured: float,
-                    best_i: int) -> bool:
+                   best_i: int) -> bool:
     """Two panels: score vs the threshold on null odds, and score vs the share of questions
     answered (readable however the null odds are spread; an undertrained model puts them
     in a narrow cluster)."""

@@ -190,12 +190,12 @@ def write_run_report(run_dir: str | Path, out_dir: str | Path | None = None,
         title += f" (median {med:,.1f} sequences/s)"
     chart("throughput", "Throughput",
           draw_lines(out / "throughput.png", title, "step", "sequences / second", thr,
-                      y_from_zero=True),
+                     y_from_zero=True),
           "no seq_per_s logged")
     gn = _present([_series(data, "train", "grad_norm", "gradient norm (before clipping)")])
     if gn:
         drawn = draw_grad_norm(out / "grad_norm.png", gn[0],
-                                _series(data, "train", "loss_scale", "loss scale"))
+                               _series(data, "train", "loss_scale", "loss scale"))
         chart("grad_norm", "Gradient norm", drawn)
 
     # ---- fine-tuning scores
@@ -207,7 +207,7 @@ def write_run_report(run_dir: str | Path, out_dir: str | Path | None = None,
                       for i, (k, label) in enumerate(keys))
         chart("squad_em_f1", "SQuAD EM / F1",
               draw_lines(out / "squad_em_f1.png", "SQuAD exact match and F1 (eval)", "step",
-                          "score (%)", sq),
+                         "score (%)", sq),
               "no SQuAD evaluation logged")
         _threshold_chart(run_dir, out, config, squad_data, report, charts)
     elif task == "classification":
