@@ -245,16 +245,17 @@ def test_worker_builds_the_trainers_model_and_step():
     """The albertkit worker goes through the trainer's config and build calls: the
     settings' remat, precision and accumulation reach the model and the step."""
     from albertkit.distributed.single import SingleProcess
-    from albertkit.perf.workers import build_model_and_step, trainer_config
+    from albertkit.perf.workers import trainer_config
+    from albertkit.training.builders import build_model_and_step
 
     settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
                                  micro_batch=2, accumulation=2, remat=True, xla=False)
     cfg = trainer_config(settings)
     assert cfg.runtime.remat and cfg.runtime.accumulation_steps(1) == 2
     assert cfg.model.spec == settings.spec
-    model, step = build_model_and_step(cfg, SingleProcess())
-    assert model.get_config()["remat"] is True
-    assert step.model is model
+    built = build_model_and_step(cfg, SingleProcess())
+    assert built.model.get_config()["remat"] is True
+    assert built.step.model is built.model and built.accum == 2
 
 
 def test_pipeline_reads_the_records_it_writes(tmp_path):

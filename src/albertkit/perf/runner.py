@@ -31,7 +31,6 @@ import sys
 import tempfile
 from typing import Any
 
-from albertkit.native import limit_malloc_arenas
 from albertkit.perf.memory import estimate_memory, training_flops
 from albertkit.perf.result import (
     BenchmarkResult,
@@ -43,6 +42,7 @@ from albertkit.perf.result import (
     Round,
 )
 from albertkit.perf.settings import BenchmarkError, BenchmarkSettings
+from albertkit.training.native import limit_malloc_arenas
 
 # Replies are found by this prefix: libraries may print to stdout too.
 MARKER = "@@albertkit-benchmark "

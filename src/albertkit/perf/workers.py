@@ -76,26 +76,6 @@ def trainer_config(settings: BenchmarkSettings, replicas: int = 1) -> TrainerCon
     )
 
 
-def build_model_and_step(cfg: TrainerConfig, distributor: Any) -> tuple[Any, Any]:
-    """The model and the training step, built by the same calls in the same order as the
-    trainer's (seed, task, then model, optimizer and step in the distributor's scope), so
-    that the benchmark measures exactly what a training run executes."""
-    import keras
-
-    from albertkit.step import TrainStep
-    from albertkit.tasks import build_task
-
-    keras.utils.set_random_seed(cfg.runtime.seed)
-    accumulation = cfg.runtime.accumulation_steps(distributor.replicas)
-    task = build_task(cfg, cfg.model.spec)
-    with distributor.scope():
-        model = task.build_model()
-        optimizer = cfg.optimizer.build(total_steps=cfg.runtime.max_steps)
-        step = TrainStep(task, model, optimizer, distributor, cfg.runtime, accumulation,
-                         cfg.optimizer.clip_norm)
-    return model, step
-
-
 class AlbertkitWorker:
     """The albertkit side: the trainer's own model and TrainStep on a fixed batch.
 
@@ -114,14 +94,17 @@ class AlbertkitWorker:
         import tensorflow as tf
 
         from albertkit.distributed.single import SingleProcess
+        from albertkit.training.builders import build_model_and_step
 
         s = self.s
         self.gpu = bool(tf.config.list_physical_devices("GPU"))
         baseline = self.memory.rss()
         distributor = self.distributor or SingleProcess()
         t0 = time.perf_counter()
-        cfg = trainer_config(s, distributor.replicas)
-        model, self.step = build_model_and_step(cfg, distributor)
+        # The trainer's own build: seed, task, then model, optimizer and step under the
+        # distributor's scope, so the benchmark measures exactly what a run executes.
+        built = build_model_and_step(trainer_config(s, distributor.replicas), distributor)
+        model, self.step = built.model, built.step
         rng = np.random.default_rng(s.seed + distributor.rank)
         self.batch = {k: tf.constant(v) for k, v in random_batch(s, rng).items()}
         self.batches = None

@@ -31,8 +31,7 @@ from typing import Any
 
 import yaml
 
-from albertkit.config import atomic_write_text
-from albertkit.logging import read_metrics
+from albertkit.config import TASK_OF_KIND, atomic_write_text
 from albertkit.report.charts import (
     COLORS,
         Series,
@@ -48,6 +47,7 @@ from albertkit.report.output import (
     notes_markdown,
     read_json,
 )
+from albertkit.training.run_logger import read_metrics
 
 # Metric keys in the order a reader looks for them; anything else follows alphabetically.
 _KEY_ORDER = (
@@ -227,9 +227,7 @@ def write_run_report(run_dir: str | Path, out_dir: str | Path | None = None,
 
 def _task_of(config: dict[str, Any]) -> str | None:
     kind = (config.get("data") or {}).get("kind") if isinstance(config.get("data"), dict) else None
-    if kind in ("synthetic", "tfrecord", "demo"):
-        return "pretraining"
-    return kind if kind in ("squad", "classification") else None
+    return TASK_OF_KIND.get(kind) if isinstance(kind, str) else None
 
 
 # --------------------------------------------------------------------------- SQuAD v2.0
