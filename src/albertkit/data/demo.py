@@ -11,7 +11,7 @@ Python version):
   (never imported); each docstring of at least two prose sentences is a document; doctest
   lines, indented blocks and symbol-heavy paragraphs are dropped; duplicates are removed.
 
-Together about 2 MB of sentences, several times the 0.3 MB that DESIGN.md measured to
+Together about 2 MB of sentences, several times the 0.3 MB on which a tiny model was measured to
 overfit. Documents are split once, by a seeded permutation, into training and held-out sets
 (disjoint documents); the tokenizer is trained on the training documents only.
 
