@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from albertkit.cli.benchmark import add_benchmark_parser
+from albertkit.config.sizes import SIZES, AlbertSpec
 from albertkit.errors import BenchmarkError
 from albertkit.hardware import DEVICES, INSTANCE_TYPES, GiB, get_device
-from albertkit.models.sizes import SIZES, AlbertSpec
 from albertkit.perf import (
     BenchmarkResult,
     BenchmarkSettings,

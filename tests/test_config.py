@@ -7,7 +7,7 @@ import json
 import pytest
 
 from albertkit.config import ConfigError, TrainerConfig, apply_overrides
-from albertkit.models.sizes import SIZES
+from albertkit.config.sizes import SIZES
 
 BASE = {"model": {"size": "tiny"}, "data": {"kind": "synthetic"}}
 

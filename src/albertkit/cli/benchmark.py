@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from albertkit.models.sizes import SIZES
+from albertkit.config.sizes import SIZES
 
 
 def _parse_int_list(text: str) -> list[int]:

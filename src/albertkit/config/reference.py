@@ -131,7 +131,7 @@ def _draft07(node: Any) -> Any:
 # =========================================================================== reference
 def reference_markdown(plugins: Sequence[PluginSection] = ()) -> str:
     """``docs/configuration.md``: every section and field of ``TrainerConfig`` and ``plugins``."""
-    from albertkit.models.sizes import SIZES, AlbertSpec
+    from albertkit.config.sizes import SIZES, AlbertSpec
 
     out = [
         "# Configuration reference",
@@ -182,7 +182,7 @@ def reference_markdown(plugins: Sequence[PluginSection] = ()) -> str:
     names = list(SIZES)
     specs = {n: AlbertSpec(**SIZES[n]) for n in names}
     out += ["## Model size presets", "",
-            "`model.size` selects one of these architectures (`albertkit.models.sizes.SIZES`, "
+            "`model.size` selects one of these architectures (`albertkit.config.sizes.SIZES`, "
             "resolved through `AlbertSpec`); any `model.*` field that is set overrides the "
             "preset's value.", "",
             "| field | " + " | ".join(f"`{n}`" for n in names) + " |",

@@ -16,9 +16,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
+from albertkit.config.sizes import SIZES, Activation, AlbertSpec, SizeName
 from albertkit.config.validation import first_error
 from albertkit.errors import ConfigError
-from albertkit.models.sizes import SIZES, Activation, AlbertSpec, SizeName
 
 
 class _Section(BaseModel):

@@ -37,6 +37,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ValidationError
 
+from albertkit.config.sizes import AlbertSpec
 from albertkit.fileio import replace_dir, temp_dir_beside, write_synced
 from albertkit.models.albert import (
     AlbertEncoder,
@@ -44,7 +45,6 @@ from albertkit.models.albert import (
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
 )
-from albertkit.models.sizes import AlbertSpec
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from albertkit.models.sizes import SIZES, AlbertSpec
+from albertkit.config.sizes import SIZES, AlbertSpec
 from albertkit.perf.memory import default_predictions, parameter_count, training_flops
 
 REFERENCE_SEQ_PER_S_PER_NODE = 931.0  # ALBERT-base, seq 512, 8 x V100 (p3dn.24xlarge)

@@ -50,8 +50,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from albertkit.config.sizes import AlbertSpec
 from albertkit.hardware import Device, GiB, get_device
-from albertkit.models.sizes import AlbertSpec
 
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 

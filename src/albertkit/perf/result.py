@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from albertkit.config.sizes import AlbertSpec
 from albertkit.errors import BenchmarkError
-from albertkit.models.sizes import AlbertSpec
 from albertkit.perf.settings import BenchmarkSettings
 
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from albertkit.models.sizes import SIZES, AlbertSpec, SizeName
+from albertkit.config.sizes import SIZES, AlbertSpec, SizeName
 from albertkit.perf.memory import default_predictions
 
 Framework = Literal["albertkit", "hf-pytorch"]

@@ -30,7 +30,7 @@ TOKENIZER_SUBDIR = "tokenizer"
 
 def load_run_model(run_dir: str | Path) -> tuple[TrainerConfig, Any]:
     """The task model of an albertkit run (or albertkit export) with its newest weights."""
-    from albertkit.models.sizes import AlbertSpec
+    from albertkit.config.sizes import AlbertSpec
     from albertkit.tasks import build_task
 
     run_dir = Path(run_dir)
