@@ -91,7 +91,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
     """The ``albertkit benchmark`` command."""
     import yaml
 
-    from albertkit.config import atomic_write_text
+    from albertkit.fileio import atomic_write_text
     from albertkit.perf import BenchmarkError, BenchmarkSettings, format_table, measure
 
     model: dict[str, Any] = {}
