@@ -15,6 +15,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from albertkit.config import TrainerConfig
+from albertkit.errors import TrainingError
 from albertkit.training.checkpoint import (
     EXPECTED_FILES,
     CheckpointError,
@@ -214,7 +215,7 @@ def test_second_trainer_on_a_run_dir_is_refused_and_kill9_frees_it(pristine, tmp
     try:
         assert holder.stdout.readline().strip() == "locked"
         started = time.perf_counter()
-        with pytest.raises(CheckpointError, match="in use by another trainer") as err:
+        with pytest.raises(TrainingError, match="in use by another trainer") as err:
             AlbertTrainer(config(run, keep_last=1)).fit()
         assert f"pid {holder.pid}" in str(err.value)
         assert time.perf_counter() - started < 60  # refused before any training

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import logging
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
 from albertkit.config import ConfigError, TrainerConfig
-from albertkit.models.hf import _replace_dir
-from albertkit.training.checkpoint import CheckpointError, CheckpointManager
+from albertkit.errors import CheckpointError
+from albertkit.fileio import replace_dir, temp_dir_beside
+from albertkit.training.checkpoint import CheckpointManager
 
 log = logging.getLogger("albertkit")
 
@@ -35,7 +35,7 @@ TOKENIZER_SUBDIR = "tokenizer"
 
 def load_run_model(run_dir: str | Path) -> tuple[TrainerConfig, Any]:
     """The task model of an albertkit run (or albertkit export) with its newest weights."""
-    from albertkit.models.sizes import AlbertSpec
+    from albertkit.config.sizes import AlbertSpec
     from albertkit.tasks import build_task
 
     run_dir = Path(run_dir)
@@ -86,8 +86,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path, format: str = "hf",
         ckpt = CheckpointManager(run_dir / "checkpoints").latest()
         if ckpt is None:
             raise CheckpointError(f"{run_dir / 'checkpoints'}: no usable checkpoint to export")
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.", suffix=".tmp"))
+        tmp = temp_dir_beside(out_dir)
         try:
             write_export_marker(tmp, {"format": "albertkit", "run_dir": str(run_dir),
                                       "step": ckpt.step})
@@ -98,7 +97,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path, format: str = "hf",
                 shutil.copytree(tok, tmp / TOKENIZER_SUBDIR)
             shutil.copytree(ckpt.path, tmp / "checkpoints" / ckpt.path.name)
             # swap, then delete the old export: a crash in between never loses both
-            _replace_dir(tmp, out_dir)
+            replace_dir(tmp, out_dir)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
