@@ -196,7 +196,8 @@ class AlbertTrainer:
         now = {"seed": self.config.runtime.seed,
                "micro_batch_size": self.config.runtime.micro_batch_size,
                "global_batch_size": self.config.runtime.global_batch_size,
-               "replicas": run.distributor.replicas}
+               "replicas": run.distributor.replicas,
+               "shuffle_buffer": getattr(self.config.data, "shuffle_buffer", None)}
         changed = {k: (ckpt.state[k], v) for k, v in now.items()
                    if k in ckpt.state and ckpt.state[k] != v}
         if changed:
@@ -204,6 +205,7 @@ class AlbertTrainer:
                 f"{ckpt.path}: cannot resume exactly, the run changed since this checkpoint "
                 f"(checkpoint vs now: {changed}); restore those settings, or start a new "
                 "run_dir with model.load_from pointing at this run")
+        run.extras["stream_version"] = _stream_version(ckpt)
         run.checkpoints.restore(ckpt, run.groups())
         run.start_step = ckpt.step
         run.extras["best"] = ckpt.state.get("best")
@@ -216,6 +218,10 @@ class AlbertTrainer:
             return
         state = {
             "consumed_micro_batches": step * run.accum,
+            # where this rank's stream continues; see albertkit.data.stream
+            "data_position": {"format": run.extras.get("stream_version", 2),
+                              "consumed_micro_batches": step * run.accum},
+            "shuffle_buffer": getattr(self.config.data, "shuffle_buffer", None),
             "seed": self.config.runtime.seed,
             "micro_batch_size": self.config.runtime.micro_batch_size,
             "global_batch_size": self.config.runtime.global_batch_size,
@@ -246,7 +252,8 @@ class AlbertTrainer:
         data = _datasets(cfg, run)
         self._snapshot_tokenizer(run, data)
         train_iter = iter(data.train(skip_micro_batches=run.start_step * run.accum,
-                                     accum=run.accum))
+                                     accum=run.accum,
+                                     stream_version=run.extras.get("stream_version", 2)))
         chief = run.distributor.is_chief
         bar = tqdm(total=total, initial=run.start_step, unit="step", dynamic_ncols=True,
                    disable=not (chief and cfg.logging.progress_bar), desc=cfg.task)
@@ -446,6 +453,21 @@ def _build_distributor(cfg: TrainerConfig):
     return build_distributor(cfg.distributed)
 
 
+def _stream_version(ckpt) -> int:
+    """The data stream a checkpoint's position refers to: 2 (position-addressable), or 1 for
+    checkpoints of albertkit 0.1, whose position only counts micro-batches of the 0.1 stream."""
+    position = ckpt.state.get("data_position")
+    if position is None:
+        log.info("%s was written by albertkit 0.1 (no data_position): resuming its data "
+                 "stream the 0.1 way, re-reading and skipping %d consumed micro-batches",
+                 ckpt.path, ckpt.state.get("consumed_micro_batches", 0))
+        return 1
+    if position.get("format") not in (1, 2):
+        raise CheckpointError(f"{ckpt.path}: data_position format {position.get('format')!r} "
+                              "is newer than this albertkit (1 or 2); upgrade albertkit")
+    return int(position["format"])
+
+
 def _decorrelate_dropout(model: Any, rank: int) -> None:
     """Give each rank its own dropout stream after the broadcast made all RNG states equal.
 
@@ -568,7 +590,7 @@ class _PretrainingData:
             return d.eval_examples > 0
         return bool(self.eval_files)
 
-    def _dataset(self, training: bool):
+    def _dataset(self, training: bool, start_batch: int = 0, stream_version: int = 2):
         from albertkit.data.pretraining_dataset import (
             build_pretraining_dataset,
             build_synthetic_dataset,
@@ -585,7 +607,7 @@ class _PretrainingData:
                 max_predictions_per_seq=d.max_predictions_per_seq, batch_size=micro,
                 num_examples=d.num_examples if training else d.eval_examples,
                 seed=cfg.runtime.seed + (0 if training else 1), repeat=training,
-                shard_index=dist.rank, num_shards=dist.size)
+                shard_index=dist.rank, num_shards=dist.size, start_batch=start_batch)
         masking = d.masking
         rules = getattr(d, "masking_rules", None)
         return build_pretraining_dataset(
@@ -594,13 +616,14 @@ class _PretrainingData:
             batch_size=micro, masking=masking, masking_rules=rules,
             shuffle_buffer=d.shuffle_buffer if training else 0,
             seed=cfg.runtime.seed, deterministic=getattr(d, "deterministic", True),
-            shard_index=dist.rank, num_shards=dist.size, repeat=training, training=training)
+            shard_index=dist.rank, num_shards=dist.size, repeat=training, training=training,
+            start_batch=start_batch, stream_version=stream_version)
 
-    def train(self, skip_micro_batches: int, accum: int):
-        ds = self._dataset(training=True)
-        if skip_micro_batches:
-            # Resume at the exact data position: the pipeline is deterministic for a seed.
-            ds = ds.skip(skip_micro_batches)
+    def train(self, skip_micro_batches: int, accum: int, stream_version: int = 2):
+        # The streams start at the resume position themselves (O(1) of the step; version 1
+        # re-reads the consumed micro-batches of the 0.1 stream).
+        ds = self._dataset(training=True, start_batch=skip_micro_batches,
+                           stream_version=stream_version)
         ds = ds.batch(accum, drop_remainder=True).prefetch(2)
         return self.run.distributor.distribute_dataset(ds)
 

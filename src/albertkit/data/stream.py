@@ -195,13 +195,11 @@ def index_stream(num_examples: int, *, seed: int, rank: int, size: int, batch_si
     first = (int(start_batch) * batch_size) * size + rank  # global element index
 
     def lookup(g):
-        epoch, pos = g // n, g % n
-        seeds = tf.map_fn(lambda e: _seed_pair(seed, _INDEX_SALT, e), epoch,
-                          fn_output_signature=tf.int64)
-        return tf.random.experimental.index_shuffle(pos, seeds, tf.fill(tf.shape(pos), n - 1))
+        return _permuted(g % n, n, _seed_pair(seed, _INDEX_SALT, g // n))
 
-    ds = tf.data.Dataset.range(first, _FOREVER, size).batch(batch_size, drop_remainder=True)
-    return ds.map(lookup, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = tf.data.Dataset.range(first, _FOREVER, size)
+    ds = ds.map(lookup, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return ds.batch(batch_size, drop_remainder=True)
 
 
 __all__ = ["Position", "RecordLayout", "index_stream", "locate", "record_stream"]
