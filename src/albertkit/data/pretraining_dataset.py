@@ -7,10 +7,12 @@ Batches are dicts of ``[batch, ...]`` tensors with Google's ALBERT feature names
 ``masked_lm_weights`` ([B, max_predictions_per_seq] float32) and ``next_sentence_labels``
 ([B] int32, 1 = segments swapped).
 
-Order and randomness: with ``deterministic=True`` the same files, arguments and ``seed``
-give the same sequence of batches (file order, interleave, shuffle buffer and dynamic masks
-are all seeded; dynamic masks are drawn with stateless ops keyed by ``(seed, batch index)``,
-so every epoch sees fresh masks and ``dataset.skip(n)`` resumes exactly).
+Order and randomness: training streams are addressable by position
+(:mod:`albertkit.data.stream`): per epoch a file order seeded by ``(seed, epoch)``, records
+permuted within windows of ``shuffle_buffer`` by seeds from ``(seed, epoch, window)``, and
+dynamic masks drawn with stateless ops keyed by ``(seed, batch index)``. So every epoch sees
+fresh masks, and ``start_batch=k`` produces exactly what the stream from 0 produces from batch
+``k`` on, after reading at most one file and one window (not the ``k`` batches before).
 
 Per-worker sharding: with at least as many files as workers (and ``training=True``) each
 worker reads ``files[shard_index::num_shards]``; otherwise every worker reads all files and
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,8 +42,10 @@ import tensorflow as tf
 
 from albertkit.config import MaskingConfig
 from albertkit.data.masking import SPECIAL_NAMES, VocabInfo, ngram_cdf
-from albertkit.data.stream import RecordLayout, record_stream
+from albertkit.data.stream import RecordLayout, locate, record_stream
 from albertkit.data.tfrecord import RecordError, count_records
+
+log = logging.getLogger("albertkit")
 
 ALBERT_SPECIAL_IDS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 _AUTOTUNE = tf.data.AUTOTUNE
@@ -386,6 +391,11 @@ def build_pretraining_dataset(
                 f"of {num_shards} no records")
         ds = record_stream(layout, _read_file_checked, seed=seed, window=shuffle_buffer,
                            start=start_batch * batch_size, repeat=repeat)
+        if start_batch:
+            at = locate(layout, start_batch * batch_size, shuffle_buffer, seed)
+            log.info("worker %d data stream starts at batch %d: epoch %d, shuffle window %d "
+                     "+ %d, reading from %s record %d", shard_index, start_batch, at.epoch,
+                     at.window, at.offset, Path(at.file).name, at.record)
     else:
         ds = _v1_records(files, expected, training, shuffle_buffer, seed, deterministic,
                          shard_index, num_shards, repeat)
