@@ -141,6 +141,21 @@ def time_to_first_step(work: Path, files: list[str], masking: str, step: int,
     return took
 
 
+def time_to_first_batch(files: list[str], masking: str, step: int, version: int) -> float:
+    """In this process: build the training stream at step ``step``'s position and take one
+    optimizer step's worth of batches (the data part of the resume latency, without the
+    process start and model build)."""
+    from albertkit.data.pretraining_dataset import build_pretraining_dataset
+
+    accum = GLOBAL // MICRO
+    t0 = time.perf_counter()
+    ds = build_pretraining_dataset(files, seq_length=SEQ, max_predictions_per_seq=77,
+                                   batch_size=MICRO, masking=masking, seed=0,
+                                   start_batch=step * accum, stream_version=version)
+    next(iter(ds.batch(accum)))
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -150,6 +165,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--v01-steps", type=int, default=0,
                     help="also time a 0.1 checkpoint (no data position) at this step")
+    ap.add_argument("--data-only", action="store_true",
+                    help="only the in-process time to the first batch at each position")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -157,6 +174,16 @@ def main() -> None:
     files = prepare(work, args.mb)
     load_before = os.getloadavg()
     rows = []
+    for masking in ("static", "dynamic"):
+        cases = [(s, 2) for s in steps] + ([(args.v01_steps, 1)] if args.v01_steps else [])
+        for step, version in cases:
+            took = time_to_first_batch(files[masking], masking, step, version)
+            print(json.dumps({"what": "data_first_batch", "masking": masking, "step": step,
+                              "stream_version": version, "seconds": round(took, 2),
+                              "load_average": os.getloadavg()[0]}), flush=True)
+    if args.data_only:
+        print(f"load average {os.getloadavg()}; {os.cpu_count()} cores")
+        return
     for masking in ("static", "dynamic"):
         template = template_checkpoint(work, files[masking], masking)
         cases = [(s, False) for s in steps] + ([(args.v01_steps, True)] if args.v01_steps else [])
