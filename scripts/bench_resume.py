@@ -156,6 +156,21 @@ def time_to_first_batch(files: list[str], masking: str, step: int, version: int)
     return time.perf_counter() - t0
 
 
+def read_rate(files: list[str], masking: str, version: int, batches: int) -> float:
+    """Sequences/s of a training stream in steady state (after its first 20 batches)."""
+    from albertkit.data.pretraining_dataset import build_pretraining_dataset
+
+    it = iter(build_pretraining_dataset(files, seq_length=SEQ, max_predictions_per_seq=77,
+                                        batch_size=64, masking=masking, seed=0,
+                                        stream_version=version))
+    for _ in range(20):
+        next(it)
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        next(it)
+    return batches * 64 / (time.perf_counter() - t0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -165,6 +180,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--v01-steps", type=int, default=0,
                     help="also time a 0.1 checkpoint (no data position) at this step")
+    ap.add_argument("--read-batches", type=int, default=0,
+                    help="also measure the read rate of both stream versions (batches of 64)")
     ap.add_argument("--data-only", action="store_true",
                     help="only the in-process time to the first batch at each position")
     args = ap.parse_args()
@@ -181,6 +198,12 @@ def main() -> None:
             print(json.dumps({"what": "data_first_batch", "masking": masking, "step": step,
                               "stream_version": version, "seconds": round(took, 2),
                               "load_average": os.getloadavg()[0]}), flush=True)
+    for masking in ("static", "dynamic") if args.read_batches else ():
+        for version in (2, 1):
+            rate = read_rate(files[masking], masking, version, args.read_batches)
+            print(json.dumps({"what": "read_rate", "masking": masking, "stream_version": version,
+                              "sequences_per_s": round(rate), "load_average": os.getloadavg()[0]}),
+                  flush=True)
     if args.data_only:
         print(f"load average {os.getloadavg()}; {os.cpu_count()} cores")
         return
