@@ -664,8 +664,10 @@ class TrainerConfig(_Section):
     # ------------------------------------------------------------------ I/O
     @classmethod
     def from_dict(cls, raw: dict[str, Any], overrides: list[str] | None = None,
-                  source: str = "<dict>") -> TrainerConfig:
-        raw = apply_overrides(raw, overrides or [])
+                  source: str = "<dict>", values: dict[str, Any] | None = None) -> TrainerConfig:
+        """Validate ``raw`` after the ``key.path=value`` text ``overrides`` and then the typed
+        ``values`` (``{"run_dir": "runs/x #1"}``, set as given, never parsed) are applied."""
+        raw = apply_overrides(raw, overrides or [], values)
         try:
             return cls.model_validate(raw)
         except ValidationError as e:
@@ -675,8 +677,10 @@ class TrainerConfig(_Section):
             raise ConfigError(f"{source}: invalid configuration:{details}") from None
 
     @classmethod
-    def from_yaml(cls, path: str | os.PathLike, overrides: list[str] | None = None) -> TrainerConfig:
-        """Load a YAML (or JSON) file, apply ``key.path=value`` overrides, validate."""
+    def from_yaml(cls, path: str | os.PathLike, overrides: list[str] | None = None,
+                  values: dict[str, Any] | None = None) -> TrainerConfig:
+        """Load a YAML (or JSON) file, apply ``key.path=value`` overrides and the typed
+        ``values`` (see :meth:`from_dict`), validate."""
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -695,7 +699,7 @@ class TrainerConfig(_Section):
             raw = {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: top level must be a mapping, got {type(raw).__name__}")
-        return cls.from_dict(raw, overrides, source=str(path))
+        return cls.from_dict(raw, overrides, source=str(path), values=values)
 
     from_json = from_yaml  # JSON is YAML
 
@@ -716,36 +720,47 @@ class TrainerConfig(_Section):
 
 
 # --------------------------------------------------------------------------- helpers
-def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+def apply_overrides(
+    raw: dict[str, Any], overrides: list[str], values: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Return a copy of ``raw`` with dotted ``a.b.c=value`` overrides applied.
 
     Values are parsed as YAML scalars/lists (``1e-3`` -> float, ``true`` -> bool,
-    ``[a, b]`` -> list); ``key=null`` removes an override.
+    ``[a, b]`` -> list); ``key=null`` removes an override. ``values`` maps dotted keys to
+    values that are set as they are, after the text overrides: command-line paths go there,
+    because YAML would turn ``runs/x #tmp`` into ``runs/x``, ``on`` into true and ``0123``
+    into 83.
     """
     out = json.loads(json.dumps(raw, default=str))
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key.path=value")
         key, _, text = item.partition("=")
-        parts = [p for p in key.strip().split(".") if p]
-        if not parts:
-            raise ConfigError(f"override {item!r} has an empty key")
         try:
             value = yaml.safe_load(text) if text.strip() else ""
         except yaml.YAMLError:
             value = text
-        node = out
-        for i, part in enumerate(parts[:-1]):
-            nxt = node.get(part)
-            if nxt is None:
-                nxt = node[part] = {}
-            if not isinstance(nxt, dict):
-                raise ConfigError(
-                    f"override {item!r}: {'.'.join(parts[: i + 1])} is a value, not a section"
-                )
-            node = nxt
-        node[parts[-1]] = value
+        _set_dotted(out, key, value, item)
+    for key, value in (values or {}).items():
+        _set_dotted(out, key, value, f"{key}={value}")
     return out
+
+
+def _set_dotted(out: dict[str, Any], key: str, value: Any, item: str) -> None:
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts:
+        raise ConfigError(f"override {item!r} has an empty key")
+    node = out
+    for i, part in enumerate(parts[:-1]):
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        if not isinstance(nxt, dict):
+            raise ConfigError(
+                f"override {item!r}: {'.'.join(parts[: i + 1])} is a value, not a section"
+            )
+        node = nxt
+    node[parts[-1]] = value
 
 
 def _loc(err: dict[str, Any]) -> str:
