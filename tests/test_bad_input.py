@@ -588,6 +588,24 @@ def test_squad_tokenizer_missing_or_larger_than_model(tmp_path, capsys, tok_dir)
     assert line == f"error: data.tokenizer={tok_dir} has {VOCAB} tokens but model.vocab_size=100"
 
 
+def test_squad_file_asking_for_too_many_windows(tmp_path, capsys, tok_dir):
+    """A few KB (one long context, many questions) must not build features without bound."""
+    long_context = " ".join([CONTEXT] * 60)
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(squad_json(context=long_context)))
+    cfg = squad_config(tmp_path, path, tok_dir)
+    line = cli_error(capsys, ["finetune", "squad", "-c", cfg,
+                              "--set", "data.max_windows_per_example=8"])
+    assert re.fullmatch(rf"error: {path}: {WHERE}: the \d+-token context needs \d+ windows of "
+                        r"max_seq_length=48 every doc_stride=16 tokens, more than "
+                        r"data\.max_windows_per_example=8; .*", line), line
+    line = cli_error(capsys, ["finetune", "squad", "-c", cfg,
+                              "--set", "data.max_windows_per_example=1000",
+                              "--set", "data.max_total_windows=8"])
+    assert re.fullmatch(rf"error: {path}: more than data\.max_total_windows=8 windows of 48 "
+                        r"tokens \(reached at question 1 of 1, .*", line), line
+
+
 # ====================================================================== GLUE-style files
 def glue_config(tmp_path: Path, train_file: Path, tok_dir: Path, **model) -> Path:
     data = {"kind": "classification", "task": "sst2", "train_file": str(train_file),
