@@ -411,6 +411,28 @@ def test_non_utf8_corpus(tmp_path, capsys, tok_dir):
         train_tokenizer([bad], tmp_path / "tok2", TokenizerConfig(vocab_size=100, num_threads=1))
 
 
+def test_truncated_gz_corpus(tmp_path, capsys, tok_dir, corpus):
+    import gzip
+
+    packed = gzip.compress(corpus.read_bytes() * 20)
+    bad = tmp_path / "corpus.txt.gz"
+    bad.write_bytes(packed[: len(packed) // 2])
+    want = f"error: {bad}: truncated gzip file"
+    assert cli_error(capsys, _prepare(tmp_path, tok_dir, bad)).startswith(want)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    assert cli_error(capsys, _train_tok(tmp_path, bad)).startswith(want)
+
+
+def test_corpus_line_longer_than_the_limit(tmp_path, capsys, tok_dir, corpus):
+    long = tmp_path / "long.txt"
+    long.write_text("fine first line.\n" + "word " * 3000 + "\n")
+    want = f"error: {long}:2: line longer than max_line_bytes=4096 (--max-line-bytes)"
+    line = cli_error(capsys, [*_prepare(tmp_path, tok_dir, long), "--max-line-bytes", "4096"])
+    assert line.startswith(want), line
+    line = cli_error(capsys, [*_train_tok(tmp_path, long), "--max-line-bytes", "4096"])
+    assert line.startswith(want), line
+
+
 def test_missing_corpus_and_tokenizer(tmp_path, capsys, tok_dir, corpus):
     missing = tmp_path / "missing.txt"
     assert cli_error(capsys, _prepare(tmp_path, tok_dir, missing)) == \

@@ -71,3 +71,91 @@ def test_default_limits_are_generous_for_real_squad(tokenizer):
     assert d.max_windows_per_example == 64 and d.max_total_windows == 1_000_000
     feats = convert_examples(read_squad(fixture, "2.0"), tokenizer, **SMALL)
     assert len(feats) > 0
+
+
+# ====================================================================== corpus lines
+def _one_line_gz(path: Path, mbytes: int) -> Path:
+    import gzip
+
+    block = b"word " * (1 << 18)  # 1.25 MB of one line
+    with gzip.open(path, "wb", compresslevel=1) as fh:
+        for _ in range(mbytes):
+            fh.write(block)
+        fh.write(b"\n")
+    return path
+
+
+def test_one_huge_gz_line_is_refused_after_a_bounded_read(tmp_path):
+    """A few hundred KB of .gz holding one 50 MB line: the error comes after reading about
+    ``max_line_bytes``, never after building the whole line as one string."""
+    import tracemalloc
+
+    from albertkit.data.corpus import CorpusError, read_documents
+
+    path = _one_line_gz(tmp_path / "one.txt.gz", 40)
+    assert path.stat().st_size < 2 << 20
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorpusError) as e:
+            list(read_documents([path], input_format="document_per_line",
+                                max_line_bytes=1 << 20))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(e.value).startswith(f"{path}:1: line longer than max_line_bytes=1048576")
+    assert peak < 8 << 20, peak
+
+
+def test_lines_up_to_the_limit_are_read(tmp_path):
+    from albertkit.data.corpus import read_documents
+
+    path = tmp_path / "c.txt"
+    line = "A short sentence here. " * 40
+    path.write_text(f"{line}\n{line}\n")
+    n = len(line.encode()) + 1  # with its newline
+    docs = list(read_documents([path], input_format="document_per_line", max_line_bytes=n - 1))
+    assert len(docs) == 2
+
+
+def test_long_line_in_a_large_plain_file_is_cut_in_bounded_steps(tmp_path, monkeypatch):
+    """plan_chunks finds line ends without reading a whole line at once either."""
+    import io
+
+    from albertkit.data import corpus
+
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"x" * (3 << 20) + b"\nshort line\n" + b"y" * (2 << 20) + b"\n")
+    biggest = []
+    real_open = open
+
+    class Spy(io.BufferedReader):
+        def readline(self, size=-1):
+            biggest.append(size)
+            return super().readline(size)
+
+    def spy_open(p, mode="r", *a, **k):
+        if str(p) == str(path) and mode == "rb":
+            return Spy(real_open(p, "rb", buffering=0))
+        return real_open(p, mode, *a, **k)
+
+    monkeypatch.setattr("builtins.open", spy_open)
+    chunks = corpus.plan_chunks([path], "document_per_line", target_bytes=1 << 20)
+    monkeypatch.undo()
+    assert [c.start for c in chunks] == [0, (3 << 20) + 1]
+    assert biggest and all(0 < s <= corpus._SCAN_BYTES for s in biggest)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "bad_header", "bad_data"])
+def test_damaged_gz_names_the_file(tmp_path, damage):
+    import gzip
+
+    from albertkit.data.corpus import CorpusError, read_documents
+
+    good = gzip.compress(b"".join(b"Line %d of the corpus.\n" % i for i in range(5000)))
+    data = {"truncated": good[: len(good) // 2],
+            "bad_header": b"\x1f\x8bXXXX" + good[8:],
+            "bad_data": good[:20] + bytes(b ^ 0x5A for b in good[20:60]) + good[60:]}[damage]
+    path = tmp_path / "c.txt.gz"
+    path.write_bytes(data)
+    with pytest.raises(CorpusError, match=rf"^{path}: (truncated|damaged) gzip file"):
+        list(read_documents([path], input_format="document_per_line"))

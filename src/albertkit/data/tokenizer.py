@@ -43,7 +43,12 @@ import sentencepiece as spm
 from pydantic import BaseModel, ConfigDict, Field
 
 from albertkit.config import atomic_write_bytes, atomic_write_text
-from albertkit.data.corpus import EncodingErrors, InputFormat, read_documents
+from albertkit.data.corpus import (
+    DEFAULT_MAX_LINE_BYTES,
+    EncodingErrors,
+    InputFormat,
+    read_documents,
+)
 
 PAD, UNK, CLS, SEP, MASK = "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = {"pad": PAD, "unk": UNK, "cls": CLS, "sep": SEP, "mask": MASK}
@@ -76,6 +81,7 @@ class TokenizerConfig(BaseModel):
     seed: int = 0
     input_format: InputFormat = "document_per_line"
     encoding_errors: EncodingErrors = "fail"
+    max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, gt=0)
 
 
 def normalize_text(text: str, *, lowercase: bool = True, keep_accents: bool = False) -> str:
@@ -371,6 +377,7 @@ def _training_sentences(
                 inputs or [],
                 input_format=config.input_format,
                 encoding_errors=config.encoding_errors,
+                max_line_bytes=config.max_line_bytes,
             )
             for s in doc.sentences
         )

@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from albertkit.config import MaskingConfig, atomic_write_text
 from albertkit.data.corpus import (
+    DEFAULT_MAX_LINE_BYTES,
     Chunk,
     CorpusError,
     EncodingErrors,
@@ -85,6 +86,8 @@ class PretrainingDataConfig(BaseModel):
     inputs: list[str] = Field(..., min_length=1)
     input_format: InputFormat = "document_per_line"
     encoding_errors: EncodingErrors = "fail"
+    # a guard, not a setting of the output: left out of the plan's identity
+    max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, gt=0)
     seq_length: int = Field(512, gt=8)
     max_predictions_per_seq: int = Field(20, gt=0)
     short_seq_prob: float = Field(0.1, ge=0.0, le=1.0)
@@ -179,7 +182,9 @@ def _tokenize_task(task: dict[str, Any]) -> dict[str, Any]:
     n_tokens = 0
     dropped = 0
     chunk = Chunk(**task["chunk"])
-    for doc in read_chunk(chunk, task["input_format"], task["encoding_errors"], stats):
+    for doc in read_chunk(
+        chunk, task["input_format"], task["encoding_errors"], stats, task["max_line_bytes"]
+    ):
         pieces = [np.asarray(x, np.int32) for x in tok.encode_batch(doc.sentences)]
         pieces = [p for p in pieces if len(p)]
         if sum(len(p) for p in pieces) < task["min_document_tokens"]:
@@ -423,7 +428,7 @@ def prepare_pretraining_data(
     tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(tokenizer)
     num_workers = num_workers or os.cpu_count() or 1
     files = expand_inputs(config.inputs)
-    settings = config.model_dump(mode="json")
+    settings = config.model_dump(mode="json", exclude={"max_line_bytes"})
     plan = {
         "format": FORMAT,
         "settings": settings,
@@ -451,6 +456,7 @@ def prepare_pretraining_data(
             "work": str(work),
             "input_format": config.input_format,
             "encoding_errors": config.encoding_errors,
+            "max_line_bytes": config.max_line_bytes,
             "min_document_tokens": config.min_document_tokens,
         }
         for i, c in enumerate(chunks)
