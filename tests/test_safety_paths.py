@@ -55,7 +55,7 @@ def test_typed_values_win_over_text_overrides_and_are_never_parsed(config_file):
 
 def test_export_reads_a_run_whose_name_yaml_would_mangle(tmp_path, monkeypatch):
     """``load_run_model`` sets the run directory it was given, whatever its name."""
-    import albertkit.export as export
+    import albertkit.training.export as export
 
     run = tmp_path / "0123 #x"
     run.mkdir()

@@ -86,8 +86,8 @@ def test_sagemaker_section_never_reaches_run_dir_or_exports(tmp_path):
     not the run: they must not be copied into config.yaml, the job output or an export
     (model.tar.gz), where whoever gets the model would read them."""
     from albertkit.config import TrainerConfig
-    from albertkit.export import export_run
-    from albertkit.trainer import AlbertTrainer
+    from albertkit.training.export import export_run
+    from albertkit.training.trainer import AlbertTrainer
 
     marker = "NCCL_SOCKET_IFNAME_MARKER"
     raw = {
