@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from albertkit.data.squad import SquadFormatError, convert_examples, load_tokenizer, read_squad
+from albertkit.data.finetune import load_hf_tokenizer
+from albertkit.data.squad import SquadFormatError, convert_examples, read_squad
 from fixtures.tiny_tokenizer import build_tiny_tokenizer
 
 SMALL = dict(max_seq_length=48, doc_stride=12, max_query_length=16)
@@ -16,7 +17,7 @@ SMALL = dict(max_seq_length=48, doc_stride=12, max_query_length=16)
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    return load_tokenizer(build_tiny_tokenizer(tmp_path_factory.mktemp("tok") / "tok"))
+    return load_hf_tokenizer(build_tiny_tokenizer(tmp_path_factory.mktemp("tok") / "tok"))
 
 
 # ====================================================================== SQuAD windows
