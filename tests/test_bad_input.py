@@ -297,6 +297,35 @@ def test_truncated_shard_next_to_its_manifest(tmp_path, capsys, shards):
     assert line == f"error: corrupt shard {shard}: {size - 40} bytes, manifest says {size}"
 
 
+@pytest.mark.parametrize("damage", ["truncated", "not_an_object", "no_tokenizer", "bad_shard"])
+def test_damaged_dataset_manifest_is_named(tmp_path, capsys, shards, damage):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(shards, data)
+    path = data / "manifest.json"
+    text = path.read_text()
+    manifest = json.loads(text)
+    if damage == "truncated":
+        path.write_text(text[: len(text) // 2])
+        want = rf"error: {path}: line \d+, column \d+: malformed JSON in the dataset manifest"
+    elif damage == "not_an_object":
+        path.write_text("[1, 2]")
+        want = rf"error: {path}: not a valid dataset manifest: <top level>: "
+    elif damage == "no_tokenizer":
+        del manifest["tokenizer"]
+        path.write_text(json.dumps(manifest))
+        want = rf"error: {path}: not a valid dataset manifest: tokenizer: Field required"
+    else:
+        manifest["shards"][0]["file"] = "../../etc/hostname"
+        path.write_text(json.dumps(manifest))
+        want = (rf"error: {path}: not a valid dataset manifest: shards\.0\.file="
+                r"'\.\./\.\./etc/hostname' is not a file name")
+    cfg = write_config(tmp_path, raw_config(tmp_path / "r", tfrecord(data / "train-*.tfrecord")))
+    line = cli_error(capsys, ["pretrain", "-c", cfg])
+    assert re.match(want, line), line
+
+
 def test_garbage_shard_without_manifest(tmp_path, capsys):
     bad = tmp_path / "garbage.tfrecord"
     bad.write_bytes(b"this is not a TFRecord file at all\n" * 8)

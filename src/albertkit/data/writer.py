@@ -62,12 +62,12 @@ from albertkit.data.corpus import (
     read_chunk,
 )
 from albertkit.data.instances import create_pairs
+from albertkit.data.manifest import MANIFEST, read_manifest
 from albertkit.data.masking import VocabInfo, mask_sequence
 from albertkit.data.tfrecord import RecordWriter, encode_examples
 from albertkit.data.tokenizer import Tokenizer
 
 FORMAT = "albertkit-pretraining-v1"
-MANIFEST = "manifest.json"
 WORK = ".work"
 SPLITS = {"train": 0, "eval": 1}
 _BATCH = 256
@@ -356,8 +356,15 @@ def _prepare_directory(out_dir: Path, plan: dict[str, Any], overwrite: bool) -> 
     manifest_file = out_dir / MANIFEST
     plan_sha = plan["plan_sha256"]
     if manifest_file.is_file():
-        old = json.loads(manifest_file.read_text(encoding="utf-8"))
-        if old.get("plan_sha256") == plan_sha:
+        try:
+            old = read_manifest(manifest_file, DataPreparationError)
+        except DataPreparationError as e:
+            if not overwrite:
+                raise DataPreparationError(
+                    f"{e} (or use overwrite=True / --overwrite to replace this directory)"
+                ) from None
+            old = {}
+        if old and old.get("plan_sha256") == plan_sha:
             return old
         if not overwrite:
             diff = [
@@ -570,7 +577,7 @@ def load_manifest(directory: str | os.PathLike) -> dict[str, Any]:
         raise DataPreparationError(
             f"{directory}: no {MANIFEST} (preparation unfinished or not run)"
         )
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_manifest(path, DataPreparationError)
 
 
 def shard_files(manifest_dir: str | os.PathLike, split: str = "train") -> list[str]:
