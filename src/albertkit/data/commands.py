@@ -74,6 +74,11 @@ def add_train_tokenizer_parser(subparsers) -> argparse.ArgumentParser:
         help="training threads (part of the result: same threads, same model)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a tokenizer in --out that prepared data still uses (prepare it again)",
+    )
     p.set_defaults(func=run_train_tokenizer)
     return p
 
@@ -98,7 +103,7 @@ def run_train_tokenizer(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
         t0 = time.time()
-        tok = train_tokenizer(args.inputs, args.out, cfg)
+        tok = train_tokenizer(args.inputs, args.out, cfg, overwrite=args.overwrite)
     except ValidationError as e:
         return _fail(_option_errors(e))
     except (CorpusError, TokenizerError, ValueError) as e:

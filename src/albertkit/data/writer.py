@@ -65,7 +65,7 @@ from albertkit.data.instances import create_pairs
 from albertkit.data.manifest import MANIFEST, read_manifest
 from albertkit.data.masking import VocabInfo, mask_sequence
 from albertkit.data.tfrecord import RecordWriter, encode_examples
-from albertkit.data.tokenizer import Tokenizer
+from albertkit.data.tokenizer import Tokenizer, record_dataset_user
 
 FORMAT = "albertkit-pretraining-v1"
 WORK = ".work"
@@ -445,6 +445,7 @@ def prepare_pretraining_data(
     plan["plan_sha256"] = _sha(plan)
     done = _prepare_directory(out_dir, plan, overwrite)
     if done is not None:
+        record_dataset_user(tok, out_dir)
         return done
     work = out_dir / WORK
     common = {
@@ -565,6 +566,9 @@ def prepare_pretraining_data(
         "seconds": round(time.time() - t0, 2),
     }
     atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
+    # the tokenizer's directory learns that this data depends on it: re-training a
+    # tokenizer into it is then refused (the ids here would change meaning)
+    record_dataset_user(tok, out_dir)
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
     return manifest
