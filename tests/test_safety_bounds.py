@@ -160,3 +160,90 @@ def test_damaged_gz_names_the_file(tmp_path, damage):
     path.write_bytes(data)
     with pytest.raises(CorpusError, match=rf"^{path}: (truncated|damaged) gzip file"):
         list(read_documents([path], input_format="document_per_line"))
+
+
+# ====================================================================== model size vs memory
+def _tiny_raw(tmp_path: Path, **model) -> dict:
+    return {
+        "run_dir": str(tmp_path / "run"),
+        "model": {"size": "tiny", "vocab_size": 200, "hidden_size": 32, "embedding_size": 16,
+                  "num_attention_heads": 2, "intermediate_size": 64,
+                  "max_position_embeddings": 64, **model},
+        "data": {"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 4,
+                 "num_examples": 16},
+        "optimizer": {"kind": "adamw", "learning_rate": 1e-3},
+        "runtime": {"micro_batch_size": 2, "global_batch_size": 2, "max_steps": 1,
+                    "eval_every_steps": 0, "xla": False},
+        "logging": {"progress_bar": False, "tensorboard": False},
+    }
+
+
+def _no_allocation(monkeypatch) -> list:
+    import albertkit.tasks as tasks
+
+    built = []
+    real = tasks.build_task
+
+    def spy(*a, **k):
+        built.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(tasks, "build_task", spy)
+    return built
+
+
+def test_huge_vocab_is_refused_before_allocation(tmp_path, monkeypatch):
+    """A vocabulary of a billion pieces needs about a terabyte: refused with the estimate
+    and the limit (host RAM here), before any variable exists."""
+    import psutil
+
+    from albertkit.config import ConfigError, TrainerConfig
+    from albertkit.training.trainer import AlbertTrainer
+
+    built = _no_allocation(monkeypatch)
+    cfg = TrainerConfig.model_validate(_tiny_raw(tmp_path, vocab_size=1_000_000_000))
+    with pytest.raises(ConfigError) as e:
+        AlbertTrainer(cfg).fit()
+    msg = str(e.value)
+    ram = psutil.virtual_memory().total / 1024**3
+    assert msg.startswith("model (size=tiny with its overrides): vocab_size=1,000,000,000, ")
+    assert "training needs about " in msg and f"more than the {ram:,.1f} GiB of host RAM" in msg
+    assert "runtime.micro_batch_size=2" in msg
+    assert not built
+    assert not list((tmp_path / "run").glob("checkpoints/ckpt-*"))
+
+
+def test_downloaded_config_json_is_checked_too(tmp_path, monkeypatch):
+    from albertkit.config import ConfigError, TrainerConfig
+    from albertkit.training import builders
+
+    hf = tmp_path / "hub-model"
+    hf.mkdir()
+    (hf / "config.json").write_text(json.dumps({
+        "model_type": "albert", "architectures": ["AlbertForMaskedLM"],
+        "vocab_size": 50_000_000, "embedding_size": 128, "hidden_size": 768,
+        "num_hidden_layers": 12, "num_hidden_groups": 1, "num_attention_heads": 12,
+        "intermediate_size": 3072, "inner_group_num": 1, "hidden_act": "gelu_new",
+        "max_position_embeddings": 512, "type_vocab_size": 2}))
+    raw = _tiny_raw(tmp_path)
+    raw["model"] = {"load_from": str(hf)}
+    cfg = TrainerConfig.model_validate(raw)
+    monkeypatch.setattr(builders, "device_memory", lambda: ("GPU memory (one GPU)", 16 << 30))
+    spec = builders.resolve_spec(cfg)
+    with pytest.raises(ConfigError, match=rf"^model\.load_from={hf}: vocab_size=50,000,000, .* "
+                       r"more than the 16\.0 GiB of GPU memory \(one GPU\)"):
+        builders.check_memory(cfg, spec)
+
+
+def test_models_that_fit_pass_and_unknown_memory_skips(tmp_path, monkeypatch):
+    from albertkit.config import ConfigError, TrainerConfig
+    from albertkit.training import builders
+
+    cfg = TrainerConfig.model_validate(_tiny_raw(tmp_path))
+    spec = builders.resolve_spec(cfg)
+    builders.check_memory(cfg, spec)  # the host has room for a tiny model
+    monkeypatch.setattr(builders, "device_memory", lambda: ("GPU memory (one GPU)", 1 << 10))
+    with pytest.raises(ConfigError, match=r"more than the 0\.0 GiB of GPU memory"):
+        builders.check_memory(cfg, spec)
+    monkeypatch.setattr(builders, "device_memory", lambda: ("GPU memory (one GPU)", None))
+    builders.check_memory(cfg, spec)
