@@ -52,7 +52,7 @@ def test_a_kill_while_writing_leaves_the_old_tokenizer_whole(tmp_path, monkeypat
     out = tmp_path / "tok"
     _train(out, 300)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    real = tk._write_synced
+    real = tk.write_synced
     written = []
 
     def dying_write(path, data):
@@ -61,7 +61,7 @@ def test_a_kill_while_writing_leaves_the_old_tokenizer_whole(tmp_path, monkeypat
             raise KeyboardInterrupt("killed")
         real(path, data)
 
-    monkeypatch.setattr(tk, "_write_synced", dying_write)
+    monkeypatch.setattr(tk, "write_synced", dying_write)
     with pytest.raises(KeyboardInterrupt):
         _train(out, 400)
     assert MODEL_FILE in written  # the new spiece.model was already written ... elsewhere

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from albertkit.cli import build_parser, load_config
+from albertkit.cli import build_parser
+from albertkit.cli.train import load_config
 from albertkit.config import TrainerConfig, apply_overrides
 
 TRICKY = ["runs/x #tmp", "on", "0123", "null", "[a, b]", "runs/{x}: y", "1e3"]

@@ -9,9 +9,9 @@ import re
 import pytest
 
 from albertkit.config import ConfigError, TrainerConfig
+from albertkit.hardware import INSTANCE_TYPES, gpus_per_instance, instance_spec
 from albertkit.sagemaker import job as smjob
 from albertkit.sagemaker.config import SageMakerConfig
-from albertkit.sagemaker.instances import INSTANCE_TYPES, gpus_per_instance, instance_spec
 from albertkit.training.run_logger import format_log_line
 
 ROLE = "arn:aws:iam::123456789012:role/albertkit-sagemaker"
@@ -152,7 +152,7 @@ def test_env_defaults():
     }
     bad = smjob.sagemaker_defaults_from_env({"ALBERTKIT_SM_INSTANCE_COUNT": "four"})
     with pytest.raises(ConfigError, match=r"sagemaker.instance_count.*'four'"):
-        trainer_config(bad)
+        SageMakerConfig.from_trainer_config(trainer_config(bad))
 
 
 # --------------------------------------------------------------------------- metrics
@@ -392,10 +392,8 @@ def test_transported_config_and_staged_source(tmp_path):
     src = job.stage_source(tmp_path / "src")
     shipped = TrainerConfig.from_json(src / smjob.CONFIG_FILE)
     assert shipped.distributed.backend == "tf_multiworker"
-    assert shipped.sagemaker.instance_count == 2
-    assert shipped.model_dump(exclude={"distributed", "sagemaker"}) == cfg.model_dump(
-        exclude={"distributed", "sagemaker"}
-    )
+    assert SageMakerConfig.from_trainer_config(shipped).instance_count == 2
+    assert shipped.model_dump(exclude={"distributed"}) == cfg.model_dump(exclude={"distributed"})
     assert (src / smjob.ENTRY_SCRIPT).read_text().startswith('"""SageMaker entry script')
     assert (src / "albertkit" / "sagemaker" / "entrypoint.py").is_file()
     assert not list(src.rglob("__pycache__"))
@@ -444,6 +442,29 @@ def test_launch_dry_run(tmp_path, capsys):
     )
     assert args.func(args) == 2
     assert "instance_count=2 needs a distribution" in capsys.readouterr().err
+
+
+def test_cli_validates_the_sagemaker_section_at_load(tmp_path, capsys):
+    from albertkit.cli import main
+
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "model: {size: tiny}\n"
+        "data: {kind: synthetic, seq_length: 64, max_predictions_per_seq: 10}\n"
+        "runtime: {micro_batch_size: 8, global_batch_size: 16, max_steps: 1}\n"
+        f"run_dir: {tmp_path / 'run'}\n"
+        "sagemaker:\n  instance_count: four\n"
+    )
+    for argv in (["pretrain", "--config", str(path)], ["config", "show", "-c", str(path)],
+                 ["evaluate", "--config", str(path)]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"{path}: invalid configuration: sagemaker.instance_count" in err, argv
+    assert not (tmp_path / "run").exists()  # nothing ran
+    # the config loader itself keeps the section raw; to_sagemaker names the field too
+    cfg = TrainerConfig.from_yaml(path)
+    with pytest.raises(ConfigError, match=r"sagemaker\.instance_count.*'four'"):
+        smjob.to_sagemaker(cfg)
 
 
 def test_shipped_sagemaker_examples_validate():

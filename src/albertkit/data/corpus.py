@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Literal
 
 from albertkit.data.sentences import split_sentences
+from albertkit.errors import CorpusError
 
 InputFormat = Literal["document_per_line", "sentence_per_line"]
 EncodingErrors = Literal["fail", "skip"]
@@ -45,10 +46,6 @@ _MAX_REPORTED = 20
 # of becoming one huge string. Whole Wikipedia articles as one line stay far below it.
 DEFAULT_MAX_LINE_BYTES = 8 << 20
 _SCAN_BYTES = 1 << 20  # piece size when a line is only skipped
-
-
-class CorpusError(ValueError):
-    """Unreadable input: the message names the file, the line and the setting involved."""
 
 
 @dataclass

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from albertkit.errors import SquadFormatError
+
 log = logging.getLogger(__name__)
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "start_positions", "end_positions")
@@ -37,10 +39,6 @@ FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "start_positions", "e
 DEFAULT_MAX_WINDOWS_PER_EXAMPLE = 64
 DEFAULT_MAX_TOTAL_WINDOWS = 1_000_000
 _WINDOW_KB = 11
-
-
-class SquadFormatError(ValueError):
-    """A SQuAD file that does not follow the official format; the message names the record."""
 
 
 @dataclass(frozen=True)

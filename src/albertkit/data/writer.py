@@ -49,11 +49,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from albertkit.config import MaskingConfig, atomic_write_text
+from albertkit.config import MaskingConfig
 from albertkit.data.corpus import (
     DEFAULT_MAX_LINE_BYTES,
     Chunk,
-    CorpusError,
     EncodingErrors,
     InputFormat,
     ReadStats,
@@ -66,16 +65,14 @@ from albertkit.data.manifest import MANIFEST, read_manifest
 from albertkit.data.masking import VocabInfo, mask_sequence
 from albertkit.data.tfrecord import RecordWriter, encode_examples
 from albertkit.data.tokenizer import Tokenizer, record_dataset_user
+from albertkit.errors import CorpusError, DataPreparationError
+from albertkit.fileio import atomic_write_text
 
 FORMAT = "albertkit-pretraining-v1"
 WORK = ".work"
 SPLITS = {"train": 0, "eval": 1}
 _BATCH = 256
 _EXAMPLES_PER_SHARD = 20_000  # target when num_shards is chosen automatically
-
-
-class DataPreparationError(ValueError):
-    """Preparation cannot proceed; the message names the input, setting or directory."""
 
 
 class PretrainingDataConfig(BaseModel):

@@ -2,7 +2,7 @@
 
 The planner's model: :func:`estimate_memory` predicts the peak training memory of one
 replica, :func:`parameter_count` counts the weights. It lives with the model description
-(not with the benchmark and planner in :mod:`albertkit.perf`) because training needs it
+(not with the benchmark and the batch planner in :mod:`albertkit.perf.memory`) because training needs it
 too: :func:`check_fits` refuses an architecture, for example one read from a downloaded
 ``config.json`` with a huge vocabulary, before a single variable is allocated.
 
@@ -29,11 +29,11 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from albertkit.config import ConfigError
-from albertkit.models.sizes import AlbertSpec
+from albertkit.config.sizes import AlbertSpec
+from albertkit.errors import ConfigError
+from albertkit.hardware import GiB
 
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
-GiB = 1024**3
 
 # Per-token, per-layer-application activation tensor counts (see the module docstring).
 # Counted from the ops of AlbertLayer: layer input, Q, K, V and their head-major copies,

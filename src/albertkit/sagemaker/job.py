@@ -40,13 +40,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from albertkit.config import ConfigError, TrainerConfig, apply_overrides, atomic_write_text
+from albertkit.config import ConfigError, TrainerConfig, apply_overrides
+from albertkit.fileio import atomic_write_text, load_yaml
+from albertkit.hardware import instance_spec
 from albertkit.sagemaker.config import (
     CONFIG_HYPERPARAMETER,
     SageMakerConfig,
     hyperparameter_text,
 )
-from albertkit.sagemaker.instances import instance_spec
 from albertkit.sagemaker.mpi_driver import DRIVER_SCRIPT
 from albertkit.tasks import TASK_NAMES, task_class
 
@@ -406,7 +407,11 @@ class SageMakerJob:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         atomic_write_text(directory / ENTRY_SCRIPT, _ENTRY_SCRIPT_TEXT)
-        self.trainer_config.to_json(directory / CONFIG_FILE)
+        # the container needs the sagemaker section (channels, distribution), which the
+        # config's own to_json leaves out
+        shipped = {**self.trainer_config.to_dict(), "sagemaker": self.sagemaker_config.model_dump(
+            mode="json", exclude_none=True)}
+        atomic_write_text(directory / CONFIG_FILE, json.dumps(shipped, indent=2))
         if self.sagemaker_config.ship_source:
             package = Path(__file__).resolve().parents[1]
             shutil.copytree(
@@ -681,12 +686,13 @@ def attach(job_name: str, boto_session=None) -> TrainingJobHandle:
 
 
 def to_sagemaker(config: TrainerConfig, **overrides: Any) -> SageMakerJob:
-    """The SageMaker job for ``config``: ``config.sagemaker`` updated by ``overrides``
+    """The SageMaker job for ``config``: its ``sagemaker:`` section updated by ``overrides``
     (``instance_type="ml.p4d.24xlarge"``, ``instance_count=8``, ``spot=True``, ...).
 
     Raises ``ConfigError`` naming every field that is wrong, before any AWS call.
     """
-    base = config.sagemaker.model_dump(exclude_unset=True) if config.sagemaker else {}
+    section = SageMakerConfig.from_trainer_config(config)
+    base = section.model_dump(exclude_unset=True) if section else {}
     merged = {**base, **overrides}
     if merged.get("distribution") is None and config.distributed.backend != "single":
         # The training config already names the backend: run it that way on SageMaker too.
@@ -754,19 +760,8 @@ def load_launch_config(
     path: str | Path, overrides: list[str], env_defaults: Mapping[str, Any] | None = None
 ) -> TrainerConfig:
     """Read a YAML config with environment defaults under its ``sagemaker`` section."""
-    import yaml
-
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}:{where}: malformed YAML") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: top level must be a mapping")
+    raw = load_yaml(path)
     section = raw.get("sagemaker") or {}
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: sagemaker must be a mapping")

@@ -5,7 +5,7 @@ Three things live here, all without TensorFlow:
 * :func:`training_flops` -- matmul FLOPs per training sequence (the numerator of MFU);
 * :func:`estimate_memory` -- the predicted peak training memory of one replica;
 * :func:`plan_batch` -- micro-batch and accumulation for a target global batch on a device,
-  using :data:`DEVICES`, albertkit's one table of accelerators (memory, peak FLOP/s).
+  using the accelerator table of :mod:`albertkit.hardware` (memory, peak FLOP/s).
 
 FLOP count (2 FLOPs per multiply-accumulate; only matmuls, which are >99% of the work;
 layer norms, softmax, GELU and the optimizer are not counted, as in the MFU convention of
@@ -27,134 +27,25 @@ matmul: input and weight gradients). ALBERT's shared parameters do not reduce FL
 The MLM head is counted at the P gathered positions; Hugging Face's PyTorch model computes
 it at all T positions, extra work that is not "model FLOPs" and so not counted for either.
 
-The memory model (what :func:`estimate_memory` counts) is documented in
-:mod:`albertkit.models.footprint`, where the estimate lives: training refuses architectures
-that cannot fit before allocating them, and may not depend on the planner.
+The memory model (what :func:`~albertkit.models.footprint.estimate_memory` counts) is
+documented in :mod:`albertkit.models.footprint`, where the estimate lives: training refuses
+architectures that cannot fit before allocating them and may not depend on this planner.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-# The memory estimate itself is arithmetic of the architecture that training also needs
-# (it refuses models that cannot fit before allocating them): it lives in models/.
-from albertkit.models.footprint import (  # noqa: F401  (importers of the planner use these)
-    GiB,
-    MemoryEstimate,
-    Precision,
-    activation_bytes_per_sequence,
-    default_predictions,
-    estimate_memory,
-    layer_applications,
-    parameter_count,
-)
-from albertkit.models.sizes import AlbertSpec
+from albertkit.config.sizes import AlbertSpec
+from albertkit.hardware import Device, GiB, get_device
 
-# Fraction of device memory kept free for allocator fragmentation, and a fixed reserve for
-# the CUDA context, cuBLAS/cuDNN workspaces and XLA temporaries (GPU planning only).
-FRAGMENTATION_MARGIN = 0.10
-GPU_RESERVED_GIB = 1.5
-
+# The memory estimate is arithmetic of the architecture that training needs too (it refuses
+# a model that cannot fit before allocating it), so it lives below training, in models/.
+from albertkit.models.footprint import Precision, estimate_memory, layer_applications
 
 # --------------------------------------------------------------------------- devices
-@dataclass(frozen=True)
-class Device:
-    """One accelerator: memory and published dense peak FLOP/s per precision.
-
-    ``peak_tflops`` maps a precision to dense (non-sparse) TFLOP/s from NVIDIA's datasheets
-    (SXM variants). ``float32`` on Ampere and newer is TF32 on tensor cores, which
-    TensorFlow enables by default for float32 matmuls. ``None`` = not published/known.
-    """
-
-    name: str
-    memory_gib: float
-    bf16: bool
-    peak_tflops: dict[str, float | None] = field(default_factory=dict)
-
-    @property
-    def memory_bytes(self) -> int:
-        return int(self.memory_gib * GiB)
-
-    def usable_bytes(self) -> int:
-        """Memory a training step may plan for: total minus reserve, minus the margin."""
-        return int((self.memory_gib - GPU_RESERVED_GIB) * GiB * (1.0 - FRAGMENTATION_MARGIN))
-
-
-# albertkit's ONE table of accelerators (keys are the GPU names the SageMaker instance table
-# uses). Sources: NVIDIA V100, A100, H100/H200, T4, L4 and L40S datasheets.
-DEVICES: dict[str, Device] = {
-    "V100": Device(
-        "NVIDIA V100 SXM2 16 GB",
-        16,
-        False,
-        {"float32": 15.7, "mixed_float16": 125.0, "mixed_bfloat16": None},
-    ),
-    "V100-32GB": Device(
-        "NVIDIA V100 SXM2 32 GB",
-        32,
-        False,
-        {"float32": 15.7, "mixed_float16": 125.0, "mixed_bfloat16": None},
-    ),
-    "T4": Device(
-        "NVIDIA T4 16 GB",
-        16,
-        False,
-        {"float32": 8.1, "mixed_float16": 65.0, "mixed_bfloat16": None},
-    ),
-    "A10G": Device(
-        "NVIDIA A10G 24 GB",
-        24,
-        True,
-        {"float32": None, "mixed_float16": None, "mixed_bfloat16": None},
-    ),
-    "L4": Device(
-        "NVIDIA L4 24 GB",
-        24,
-        True,
-        {"float32": 60.0, "mixed_float16": 121.0, "mixed_bfloat16": 121.0},
-    ),
-    "L40S": Device(
-        "NVIDIA L40S 48 GB",
-        48,
-        True,
-        {"float32": 183.0, "mixed_float16": 362.0, "mixed_bfloat16": 362.0},
-    ),
-    "A100": Device(
-        "NVIDIA A100 SXM 40 GB",
-        40,
-        True,
-        {"float32": 156.0, "mixed_float16": 312.0, "mixed_bfloat16": 312.0},
-    ),
-    "A100-80GB": Device(
-        "NVIDIA A100 SXM 80 GB",
-        80,
-        True,
-        {"float32": 156.0, "mixed_float16": 312.0, "mixed_bfloat16": 312.0},
-    ),
-    "H100": Device(
-        "NVIDIA H100 SXM 80 GB",
-        80,
-        True,
-        {"float32": 494.7, "mixed_float16": 989.4, "mixed_bfloat16": 989.4},
-    ),
-    "H200": Device(
-        "NVIDIA H200 SXM 141 GB",
-        141,
-        True,
-        {"float32": 494.7, "mixed_float16": 989.4, "mixed_bfloat16": 989.4},
-    ),
-}
-
 # The devices the planner documents (docs/memory.md) and the CLI table shows by default.
 PLANNED_DEVICES = ("V100", "V100-32GB", "A100", "A100-80GB", "H100", "H200")
-
-
-def get_device(name: str) -> Device:
-    """Look a device up by its key (case-insensitive); the error lists the known keys."""
-    for key, device in DEVICES.items():
-        if key.lower() == name.lower():
-            return device
-    raise ValueError(f"unknown device {name!r}; known devices: {', '.join(DEVICES)}")
 
 
 # --------------------------------------------------------------------------- FLOPs
