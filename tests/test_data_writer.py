@@ -380,3 +380,33 @@ def test_cli_commands(setup, tmp_path, capsys):
     )
     assert args.func(args) == 2
     assert "vocab_size=90000" in capsys.readouterr().err
+
+
+def test_default_max_predictions_and_recorded_masked_share(setup, tmp_path):
+    _, corpus, tok = setup
+    # ceil(masked_lm_prob x seq_length): never the cap on 15% masking; Google's 20 on request
+    assert PretrainingDataConfig(inputs=["x"], seq_length=512).max_predictions_per_seq == 77
+    assert PretrainingDataConfig(inputs=["x"], seq_length=128).max_predictions_per_seq == 20
+    explicit = PretrainingDataConfig(inputs=["x"], seq_length=512, max_predictions_per_seq=20)
+    assert explicit.max_predictions_per_seq == 20
+    shares = {}
+    for cap in (None, 3):
+        out = tmp_path / f"cap{cap}"
+        m = prepare_pretraining_data(_cfg(corpus, max_predictions_per_seq=cap, eval_fraction=0.0),
+                                     tok, out, num_workers=1, progress=False)
+        assert m["max_predictions_per_seq"] == (cap or 10)  # ceil(0.15 x 64)
+        masked = real = 0
+        for s in m["shards"]:
+            for rec in read_records(out / s["file"]):
+                ex = tf_example(rec)
+                masked += sum(ex["masked_lm_weights"].float_list.value)
+                real += sum(ex["input_mask"].int64_list.value)
+        assert m["masked_share"] == {"basis": "records", "train": round(masked / real, 4)}
+        shares[cap] = masked / real
+    assert 0.13 < shares[None] < 0.17  # 15% of the real tokens, rounded per sequence
+    assert shares[3] < 0.08  # a fixed cap that is too small masks less, and the manifest says so
+
+
+def tf_example(record: bytes):
+    tf = pytest.importorskip("tensorflow")
+    return tf.train.Example.FromString(record).features.feature

@@ -133,7 +133,10 @@ def add_prepare_data_parser(subparsers) -> argparse.ArgumentParser:
         "(default: %(default)s)",
     )
     p.add_argument("--seq-length", type=int, default=512)
-    p.add_argument("--max-predictions-per-seq", type=int, default=20)
+    p.add_argument(
+        "--max-predictions-per-seq", type=int, default=None,
+        help="masked positions per sequence (default: ceil(masked-lm-prob x seq-length), "
+        "77 at 512; Google's fixed default was 20)")
     p.add_argument("--short-seq-prob", type=float, default=0.1)
     p.add_argument("--dupe-factor", type=int, default=10)
     p.add_argument("--masking", choices=["static", "dynamic"], default="static")

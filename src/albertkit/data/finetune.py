@@ -60,12 +60,12 @@ def load_task_tokenizer(data, vocab_size: int):
 class FinetuneDatasets:
     """Train / eval pipelines over feature arrays, sharded by the distributor.
 
-    Order: shuffle the example *indices* (seeded, reshuffled every epoch, identical on every
-    rank) -> repeat -> shard (rank ``r`` takes elements ``r, r + size, ...``) -> micro-batch ->
-    skip (resume position) -> gather the rows -> group ``accum`` micro-batches. The order
-    depends only on the seed, so skipping ``step * accum`` micro-batches resumes exactly where
-    a run stopped. Shuffling indices instead of rows keeps a single copy of the features
-    (a row shuffle buffer would hold a second one).
+    Order: epoch ``e`` is a permutation of the example *indices* seeded by ``(seed, e)``
+    (identical on every rank); the epochs follow each other; rank ``r`` takes elements
+    ``r, r + size, ...`` -> micro-batch -> gather the rows -> group ``accum`` micro-batches.
+    Where micro-batch ``k`` of a rank starts is arithmetic, so resuming after ``step * accum``
+    micro-batches starts there without reading anything before. Shuffling indices instead of
+    rows keeps a single copy of the features (a row shuffle buffer would hold a second one).
 
     Args:
         train: feature name -> array ``[N, ...]`` (all the same ``N``), or a function that
@@ -116,19 +116,32 @@ class FinetuneDatasets:
     def num_train(self) -> int:
         return len(next(iter(self.train_arrays.values())))
 
-    def train(self, skip_micro_batches: int = 0, accum: int = 1):
-        """Endless ``[accum, micro_batch, ...]`` batches for this rank."""
+    def train(self, skip_micro_batches: int = 0, accum: int = 1, stream_version: int = 2):
+        """Endless ``[accum, micro_batch, ...]`` batches for this rank, from its micro-batch
+        ``skip_micro_batches`` on. Version 2 starts there directly (the order of every epoch
+        is a seeded permutation, see :func:`albertkit.data.stream.index_stream`); version 1
+        is albertkit 0.1's order (a reshuffling tf.data buffer), kept to resume its
+        checkpoints, and skips the consumed micro-batches."""
         import tensorflow as tf
 
         arrays = self.train_arrays
         names = list(arrays)
         n = self.num_train
-        ds = tf.data.Dataset.range(n)
-        ds = ds.shuffle(n, seed=self.seed, reshuffle_each_iteration=True).repeat()
-        ds = self.distributor.shard(ds)
-        ds = ds.batch(self.micro_batch_size, drop_remainder=True)
-        if skip_micro_batches:
-            ds = ds.skip(skip_micro_batches)
+        if stream_version == 2:
+            from albertkit.data.stream import index_stream
+
+            ds = index_stream(n, seed=self.seed, rank=self.distributor.rank,
+                              size=self.distributor.size, batch_size=self.micro_batch_size,
+                              start_batch=skip_micro_batches)
+        elif stream_version == 1:
+            ds = tf.data.Dataset.range(n)
+            ds = ds.shuffle(n, seed=self.seed, reshuffle_each_iteration=True).repeat()
+            ds = self.distributor.shard(ds)
+            ds = ds.batch(self.micro_batch_size, drop_remainder=True)
+            if skip_micro_batches:
+                ds = ds.skip(skip_micro_batches)
+        else:
+            raise ValueError(f"stream_version={stream_version} must be 1 or 2")
 
         def gather(index):
             return [arrays[k][index] for k in names]

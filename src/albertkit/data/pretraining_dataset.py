@@ -7,10 +7,12 @@ Batches are dicts of ``[batch, ...]`` tensors with Google's ALBERT feature names
 ``masked_lm_weights`` ([B, max_predictions_per_seq] float32) and ``next_sentence_labels``
 ([B] int32, 1 = segments swapped).
 
-Order and randomness: with ``deterministic=True`` the same files, arguments and ``seed``
-give the same sequence of batches (file order, interleave, shuffle buffer and dynamic masks
-are all seeded; dynamic masks are drawn with stateless ops keyed by ``(seed, batch index)``,
-so every epoch sees fresh masks and ``dataset.skip(n)`` resumes exactly).
+Order and randomness: training streams are addressable by position
+(:mod:`albertkit.data.stream`): per epoch a file order seeded by ``(seed, epoch)``, records
+permuted within windows of ``shuffle_buffer`` by seeds from ``(seed, epoch, window)``, and
+dynamic masks drawn with stateless ops keyed by ``(seed, batch index)``. So every epoch sees
+fresh masks, and ``start_batch=k`` produces exactly what the stream from 0 produces from batch
+``k`` on, after reading at most one file and one window (not the ``k`` batches before).
 
 Per-worker sharding: with at least as many files as workers (and ``training=True``) each
 worker reads ``files[shard_index::num_shards]``; otherwise every worker reads all files and
@@ -30,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import glob
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,8 +43,11 @@ from pydantic import ValidationError
 from albertkit.config import MaskingConfig
 from albertkit.data.manifest import MANIFEST, read_manifest
 from albertkit.data.masking import SPECIAL_NAMES, VocabInfo, ngram_cdf
+from albertkit.data.stream import RecordLayout, locate, record_stream
 from albertkit.data.tfrecord import count_records
 from albertkit.errors import DatasetError, RecordError
+
+log = logging.getLogger("albertkit")
 
 ALBERT_SPECIAL_IDS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 _AUTOTUNE = tf.data.AUTOTUNE
@@ -309,6 +315,8 @@ def build_pretraining_dataset(
     num_shards: int = 1,
     repeat: bool = True,
     training: bool = True,
+    start_batch: int = 0,
+    stream_version: int = 2,
 ) -> tf.data.Dataset:
     """Batches of pretraining examples from TFRecord shards (see the module docstring).
 
@@ -325,6 +333,14 @@ def build_pretraining_dataset(
         shard_index, num_shards: this worker's share (disjoint, covering).
         repeat: repeat forever (training) or stop after one pass (evaluation).
         training: shuffle files and records; ``False`` keeps the files' order.
+        start_batch: index of the first batch to produce: the resume position, in batches of
+            this worker's stream. Version 2 computes where that batch comes from and reads
+            at most one file and one shuffle window to get there; version 1 reads and drops
+            every earlier batch.
+        stream_version: 2 = the position-addressable training stream of
+            :mod:`albertkit.data.stream`; 1 = the stream of albertkit 0.1 (tf.data shuffle
+            buffers, interleaved files), kept to resume checkpoints written by 0.1.
+            Evaluation (``training=False``) reads the same way in both.
     """
     if masking not in ("static", "dynamic"):
         raise DatasetError(f"masking={masking!r} must be 'static' or 'dynamic'")
@@ -362,25 +378,27 @@ def build_pretraining_dataset(
             except RecordError as e:
                 raise DatasetError(f"corrupt shard: {e}") from None
 
-    by_file = training and len(files) >= num_shards
-    if by_file and num_shards > 1:
-        files, expected = files[shard_index::num_shards], expected[shard_index::num_shards]
-    ds = tf.data.Dataset.from_tensor_slices((tf.constant(files), tf.constant(expected, tf.int64)))
-    if training and len(files) > 1:
-        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    if repeat:
-        ds = ds.repeat()
-    ds = ds.interleave(
-        _read_file_checked,
-        cycle_length=min(len(files), 16),
-        block_length=1,
-        num_parallel_calls=_AUTOTUNE,
-        deterministic=deterministic,
-    )
-    if not by_file and num_shards > 1:
-        ds = ds.shard(num_shards, shard_index)
-    if training and shuffle_buffer > 0:
-        ds = ds.shuffle(shuffle_buffer, seed=seed + 1, reshuffle_each_iteration=True)
+    if stream_version not in (1, 2):
+        raise DatasetError(f"stream_version={stream_version} must be 1 or 2")
+    if start_batch < 0:
+        raise DatasetError(f"start_batch={start_batch} must be >= 0")
+    addressable = training and stream_version == 2
+    if addressable:
+        layout = RecordLayout.for_worker(files, expected, shard_index, num_shards)
+        if layout.epoch_length < 1:
+            raise DatasetError(
+                f"{len(files)} file(s) with {sum(expected)} records give worker {shard_index} "
+                f"of {num_shards} no records")
+        ds = record_stream(layout, _read_file_checked, seed=seed, window=shuffle_buffer,
+                           start=start_batch * batch_size, repeat=repeat)
+        if start_batch:
+            at = locate(layout, start_batch * batch_size, shuffle_buffer, seed)
+            log.info("worker %d data stream starts at batch %d: epoch %d, shuffle window %d "
+                     "+ %d, reading from %s record %d", shard_index, start_batch, at.epoch,
+                     at.window, at.offset, Path(at.file).name, at.record)
+    else:
+        ds = _v1_records(files, expected, training, shuffle_buffer, seed, deterministic,
+                         shard_index, num_shards, repeat)
     ds = ds.batch(batch_size, drop_remainder=True)
     L, P = seq_length, max_predictions_per_seq
     if masking == "static":
@@ -417,12 +435,44 @@ def build_pretraining_dataset(
             ex["next_sentence_labels"] = ex["next_sentence_labels"][:, 0]
             return _mask_pairs(ex, tf.stack([tf.cast(seed, tf.int64), index]), info, rules, P)
 
-        ds = ds.enumerate().map(
+        # masks are keyed by the batch's index in this worker's stream, so a stream started
+        # at `start_batch` draws the masks the uninterrupted stream drew there
+        ds = ds.enumerate(start=start_batch if addressable else 0).map(
             parse_and_mask, num_parallel_calls=_AUTOTUNE, deterministic=deterministic
         )
+    if start_batch and not addressable:
+        ds = ds.skip(start_batch)  # version 1: re-read and drop the consumed batches
     options = tf.data.Options()
     options.deterministic = deterministic
     return ds.prefetch(_AUTOTUNE).with_options(options)
+
+
+def _v1_records(files, expected, training, shuffle_buffer, seed, deterministic, shard_index,
+                num_shards, repeat) -> tf.data.Dataset:
+    """Records as albertkit 0.1 read them: tf.data file shuffle, 16-way interleave, a sliding
+    shuffle buffer. Evaluation still reads this way (one pass, files interleaved, no shuffle);
+    training reads it only to resume a 0.1 checkpoint, whose position means "batches of this
+    stream"."""
+    by_file = training and len(files) >= num_shards
+    if by_file and num_shards > 1:
+        files, expected = files[shard_index::num_shards], expected[shard_index::num_shards]
+    ds = tf.data.Dataset.from_tensor_slices((tf.constant(files), tf.constant(expected, tf.int64)))
+    if training and len(files) > 1:
+        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        ds = ds.repeat()
+    ds = ds.interleave(
+        _read_file_checked,
+        cycle_length=min(len(files), 16),
+        block_length=1,
+        num_parallel_calls=_AUTOTUNE,
+        deterministic=deterministic,
+    )
+    if not by_file and num_shards > 1:
+        ds = ds.shard(num_shards, shard_index)
+    if training and shuffle_buffer > 0:
+        ds = ds.shuffle(shuffle_buffer, seed=seed + 1, reshuffle_each_iteration=True)
+    return ds
 
 
 def _mask_pairs(ex, seed_pair, info, rules, max_predictions):
@@ -459,6 +509,7 @@ def build_synthetic_dataset(
     repeat: bool = True,
     shard_index: int = 0,
     num_shards: int = 1,
+    start_batch: int = 0,
 ) -> tf.data.Dataset:
     """Random but valid pretraining batches (same structure as the reader's), for smoke
     tests and benchmarks: ``[CLS] A [SEP] B [SEP]`` of random ordinary tokens and random
@@ -469,7 +520,10 @@ def build_synthetic_dataset(
     shard_index + num_shards, ...`` of the single-worker stream (the same contents and
     masks), so N workers with k micro-batches each see what one worker sees with N*k. A
     finite (``repeat=False``) stream is cut to a multiple of ``num_shards`` batches so that
-    every worker runs the same number of evaluation steps (collectives must match)."""
+    every worker runs the same number of evaluation steps (collectives must match).
+
+    ``start_batch`` (endless streams only) starts at this worker's batch ``start_batch``: batch
+    contents and masks are functions of the position, so nothing earlier is generated."""
     if vocab_size <= len(ALBERT_SPECIAL_IDS) + 1:
         raise DatasetError(f"vocab_size={vocab_size} is too small for a synthetic vocabulary")
     if max_predictions_per_seq > seq_length:
@@ -481,6 +535,8 @@ def build_synthetic_dataset(
         raise DatasetError(f"num_examples={num_examples} is less than one batch of {batch_size}")
     if not 0 <= shard_index < num_shards:
         raise DatasetError(f"shard_index={shard_index} must be in [0, num_shards={num_shards})")
+    if start_batch and not repeat:
+        raise DatasetError("start_batch needs an endless (repeat=True) synthetic stream")
     if not repeat:
         num_batches -= num_batches % num_shards
         if num_batches < 1:
@@ -522,13 +578,17 @@ def build_synthetic_dataset(
             "next_sentence_labels": labels,
         }
 
-    ds = tf.data.Dataset.range(num_batches)
     if repeat:
-        ds = ds.repeat()
-    # (position in the single-worker stream, batch index): masks are seeded by the position
-    ds = ds.enumerate()
-    if num_shards > 1:
-        ds = ds.shard(num_shards, shard_index)
+        # (position in the single-worker stream, batch index): masks are seeded by the
+        # position. Worker r's batch k is position k * num_shards + r, so a resumed stream
+        # starts right at its position instead of generating and dropping earlier batches.
+        first = start_batch * num_shards + shard_index
+        ds = tf.data.Dataset.range(first, tf.int64.max, num_shards).map(
+            lambda position: (position, position % num_batches))
+    else:
+        ds = tf.data.Dataset.range(num_batches).enumerate()
+        if num_shards > 1:
+            ds = ds.shard(num_shards, shard_index)
     ds = ds.map(
         lambda position, i: (position, make(i)), num_parallel_calls=_AUTOTUNE, deterministic=True
     )

@@ -78,9 +78,12 @@ class TaskData(Protocol):
     def tokenizer_dir(self) -> Path | None:
         """The tokenizer the data was made with (copied into the run directory), if known."""
 
-    def train(self, skip_micro_batches: int = 0, accum: int = 1) -> Iterable[Batch]:
+    def train(self, skip_micro_batches: int = 0, accum: int = 1,
+              stream_version: int = 2) -> Iterable[Batch]:
         """Endless ``[accum, micro_batch, ...]`` batches for this rank, starting after
-        ``skip_micro_batches`` micro-batches of the seeded stream (the resume position)."""
+        ``skip_micro_batches`` micro-batches of the seeded stream (the resume position).
+        ``stream_version`` 2 starts there without reading the consumed data; 1 is the
+        stream of albertkit 0.1 (resumed by skipping), for checkpoints written by 0.1."""
 
     def eval(self) -> Iterable[Batch]:
         """This rank's ``[micro_batch, ...]`` evaluation batches, in order."""

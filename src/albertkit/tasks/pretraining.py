@@ -293,7 +293,7 @@ class PretrainingData:
             return d.eval_examples > 0
         return bool(self.eval_files)
 
-    def _dataset(self, training: bool):
+    def _dataset(self, training: bool, start_batch: int = 0, stream_version: int = 2):
         from albertkit.data.pretraining_dataset import (
             build_pretraining_dataset,
             build_synthetic_dataset,
@@ -310,7 +310,7 @@ class PretrainingData:
                 max_predictions_per_seq=d.max_predictions_per_seq, batch_size=micro,
                 num_examples=d.num_examples if training else d.eval_examples,
                 seed=cfg.runtime.seed + (0 if training else 1), repeat=training,
-                shard_index=dist.rank, num_shards=dist.size)
+                shard_index=dist.rank, num_shards=dist.size, start_batch=start_batch)
         rules = d.masking_rules if d.kind == "tfrecord" else None
         deterministic = d.deterministic if d.kind == "tfrecord" else True
         return build_pretraining_dataset(
@@ -319,13 +319,14 @@ class PretrainingData:
             batch_size=micro, masking=d.masking, masking_rules=rules,
             shuffle_buffer=d.shuffle_buffer if training else 0,
             seed=cfg.runtime.seed, deterministic=deterministic,
-            shard_index=dist.rank, num_shards=dist.size, repeat=training, training=training)
+            shard_index=dist.rank, num_shards=dist.size, repeat=training, training=training,
+            start_batch=start_batch, stream_version=stream_version)
 
-    def train(self, skip_micro_batches: int = 0, accum: int = 1):
-        ds = self._dataset(training=True)
-        if skip_micro_batches:
-            # Resume at the exact data position: the pipeline is deterministic for a seed.
-            ds = ds.skip(skip_micro_batches)
+    def train(self, skip_micro_batches: int = 0, accum: int = 1, stream_version: int = 2):
+        # The streams start at the resume position themselves, in O(1) of the step (version
+        # 1, the 0.1 stream of 0.1 checkpoints, re-reads and drops the consumed batches).
+        ds = self._dataset(training=True, start_batch=skip_micro_batches,
+                           stream_version=stream_version)
         return accumulation_batches(ds, accum, self.distributor)
 
     def eval(self):

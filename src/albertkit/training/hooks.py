@@ -140,6 +140,9 @@ class Checkpointing:
         self.every, self.max_steps = every, max_steps
         self.best: dict[str, Any] | None = None
         self.last_path: str | None = None
+        # 2: the position-addressable streams; 1 after resuming a 0.1 checkpoint, whose run
+        # goes on reading the 0.1 stream (and says so in every later checkpoint)
+        self.stream_version = 2
 
     def __call__(self, step: int, out: dict[str, float]) -> None:
         if step % self.every == 0 and step < self.max_steps:
@@ -149,7 +152,11 @@ class Checkpointing:
         self.distributor.barrier()
         if not self.distributor.is_chief:
             return
-        state = {"consumed_micro_batches": step * self.accum, **self.identity,
+        consumed = step * self.accum
+        state = {"consumed_micro_batches": consumed,
+                 "data_position": {"format": self.stream_version,
+                                   "consumed_micro_batches": consumed},
+                 **self.identity,
                  "best": self.best, "reason": reason}
         protect = {Path(self.best["path"])} if self.best else set()
         path = self.manager.save(step, self.groups, state, protect=protect)

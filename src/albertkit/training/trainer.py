@@ -170,12 +170,13 @@ class AlbertTrainer:
 
     def _resume_identity(self, parts: ModelAndStep, distributor: Any) -> dict[str, Any]:
         """What must not change for a resume to continue the same data stream: the data
-        position is "skip N micro-batches of a seeded stream", which only means the same
-        thing if the stream is built the same way."""
+        position is "micro-batch N of this rank's seeded stream", which only means the same
+        thing if the stream is built the same way (rank count and shuffle window included)."""
         return {"seed": self.config.runtime.seed,
                 "micro_batch_size": parts.task.micro_batch_size,
                 "global_batch_size": self.config.runtime.global_batch_size,
-                "replicas": distributor.replicas}
+                "replicas": distributor.replicas,
+                "shuffle_buffer": getattr(self.config.data, "shuffle_buffer", None)}
 
     def _restore(self, run: _Run) -> bool:
         ckpt = run.checkpoints.manager.latest()
@@ -196,6 +197,7 @@ class AlbertTrainer:
                 f"{ckpt.path}: cannot resume exactly, the run changed since this checkpoint "
                 f"(checkpoint vs now: {changed}); restore those settings, or start a new "
                 "run_dir with model.load_from pointing at this run")
+        run.checkpoints.stream_version = _stream_version(ckpt)
         run.checkpoints.manager.restore(ckpt, run.groups())
         run.start_step = ckpt.step
         run.checkpoints.best = ckpt.state.get("best")
@@ -216,7 +218,8 @@ class AlbertTrainer:
         data = run.task.datasets(cfg, run.distributor)
         self._snapshot_tokenizer(run, data)
         batches = iter(data.train(skip_micro_batches=run.start_step * run.accum,
-                                  accum=run.accum))
+                                  accum=run.accum,
+                                  stream_version=run.checkpoints.stream_version))
         chief = run.distributor.is_chief
         evals = EvalAndBest(lambda step: self._evaluate(run, data, step), run.task.best_metric,
                             run.checkpoints, cfg.runtime.eval_every_steps if data.has_eval else 0,
@@ -276,6 +279,21 @@ class AlbertTrainer:
         metrics = run.task.evaluate(run.model, run.step, data, self.config, self.run_dir)
         run.logger.scalars(step, metrics, kind="eval")
         return metrics
+
+
+def _stream_version(ckpt) -> int:
+    """The data stream a checkpoint's position refers to: 2 (position-addressable), or 1 for
+    checkpoints of albertkit 0.1, whose position only counts micro-batches of the 0.1 stream."""
+    position = ckpt.state.get("data_position")
+    if position is None:
+        log.info("%s was written by albertkit 0.1 (no data_position): resuming its data "
+                 "stream the 0.1 way, re-reading and skipping %d consumed micro-batches",
+                 ckpt.path, ckpt.state.get("consumed_micro_batches", 0))
+        return 1
+    if position.get("format") not in (1, 2):
+        raise CheckpointError(f"{ckpt.path}: data_position format {position.get('format')!r} "
+                              "is newer than this albertkit (1 or 2); upgrade albertkit")
+    return int(position["format"])
 
 
 def _decorrelate_dropout(model: Any, rank: int) -> None:
