@@ -297,6 +297,35 @@ def test_truncated_shard_next_to_its_manifest(tmp_path, capsys, shards):
     assert line == f"error: corrupt shard {shard}: {size - 40} bytes, manifest says {size}"
 
 
+@pytest.mark.parametrize("damage", ["truncated", "not_an_object", "no_tokenizer", "bad_shard"])
+def test_damaged_dataset_manifest_is_named(tmp_path, capsys, shards, damage):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(shards, data)
+    path = data / "manifest.json"
+    text = path.read_text()
+    manifest = json.loads(text)
+    if damage == "truncated":
+        path.write_text(text[: len(text) // 2])
+        want = rf"error: {path}: line \d+, column \d+: malformed JSON in the dataset manifest"
+    elif damage == "not_an_object":
+        path.write_text("[1, 2]")
+        want = rf"error: {path}: not a valid dataset manifest: <top level>: "
+    elif damage == "no_tokenizer":
+        del manifest["tokenizer"]
+        path.write_text(json.dumps(manifest))
+        want = rf"error: {path}: not a valid dataset manifest: tokenizer: Field required"
+    else:
+        manifest["shards"][0]["file"] = "../../etc/hostname"
+        path.write_text(json.dumps(manifest))
+        want = (rf"error: {path}: not a valid dataset manifest: shards\.0\.file="
+                r"'\.\./\.\./etc/hostname' is not a file name")
+    cfg = write_config(tmp_path, raw_config(tmp_path / "r", tfrecord(data / "train-*.tfrecord")))
+    line = cli_error(capsys, ["pretrain", "-c", cfg])
+    assert re.match(want, line), line
+
+
 def test_garbage_shard_without_manifest(tmp_path, capsys):
     bad = tmp_path / "garbage.tfrecord"
     bad.write_bytes(b"this is not a TFRecord file at all\n" * 8)
@@ -409,6 +438,28 @@ def test_non_utf8_corpus(tmp_path, capsys, tok_dir):
 
     with pytest.raises(CorpusError, match=r"latin1\.txt:2: invalid UTF-8"):
         train_tokenizer([bad], tmp_path / "tok2", TokenizerConfig(vocab_size=100, num_threads=1))
+
+
+def test_truncated_gz_corpus(tmp_path, capsys, tok_dir, corpus):
+    import gzip
+
+    packed = gzip.compress(corpus.read_bytes() * 20)
+    bad = tmp_path / "corpus.txt.gz"
+    bad.write_bytes(packed[: len(packed) // 2])
+    want = f"error: {bad}: truncated gzip file"
+    assert cli_error(capsys, _prepare(tmp_path, tok_dir, bad)).startswith(want)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    assert cli_error(capsys, _train_tok(tmp_path, bad)).startswith(want)
+
+
+def test_corpus_line_longer_than_the_limit(tmp_path, capsys, tok_dir, corpus):
+    long = tmp_path / "long.txt"
+    long.write_text("fine first line.\n" + "word " * 3000 + "\n")
+    want = f"error: {long}:2: line longer than max_line_bytes=4096 (--max-line-bytes)"
+    line = cli_error(capsys, [*_prepare(tmp_path, tok_dir, long), "--max-line-bytes", "4096"])
+    assert line.startswith(want), line
+    line = cli_error(capsys, [*_train_tok(tmp_path, long), "--max-line-bytes", "4096"])
+    assert line.startswith(want), line
 
 
 def test_missing_corpus_and_tokenizer(tmp_path, capsys, tok_dir, corpus):
@@ -587,6 +638,24 @@ def test_squad_tokenizer_missing_or_larger_than_model(tmp_path, capsys, tok_dir)
     line = cli_error(capsys, ["finetune", "squad", "-c",
                               squad_config(tmp_path, good, tok_dir, vocab_size=100)])
     assert line == f"error: data.tokenizer={tok_dir} has {VOCAB} tokens but model.vocab_size=100"
+
+
+def test_squad_file_asking_for_too_many_windows(tmp_path, capsys, tok_dir):
+    """A few KB (one long context, many questions) must not build features without bound."""
+    long_context = " ".join([CONTEXT] * 60)
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(squad_json(context=long_context)))
+    cfg = squad_config(tmp_path, path, tok_dir)
+    line = cli_error(capsys, ["finetune", "squad", "-c", cfg,
+                              "--set", "data.max_windows_per_example=8"])
+    assert re.fullmatch(rf"error: {path}: {WHERE}: the \d+-token context needs \d+ windows of "
+                        r"max_seq_length=48 every doc_stride=16 tokens, more than "
+                        r"data\.max_windows_per_example=8; .*", line), line
+    line = cli_error(capsys, ["finetune", "squad", "-c", cfg,
+                              "--set", "data.max_windows_per_example=1000",
+                              "--set", "data.max_total_windows=8"])
+    assert re.fullmatch(rf"error: {path}: more than data\.max_total_windows=8 windows of 48 "
+                        r"tokens \(reached at question 1 of 1, .*", line), line
 
 
 # ====================================================================== GLUE-style files

@@ -17,6 +17,12 @@ from albertkit.cli.benchmark import add_benchmark_parser
 from albertkit.config.sizes import SIZES, AlbertSpec
 from albertkit.errors import BenchmarkError
 from albertkit.hardware import DEVICES, INSTANCE_TYPES, GiB, get_device
+from albertkit.models.footprint import (
+    activation_bytes_per_sequence,
+    default_predictions,
+    estimate_memory,
+    parameter_count,
+)
 from albertkit.perf import (
     BenchmarkResult,
     BenchmarkSettings,
@@ -25,11 +31,7 @@ from albertkit.perf import (
 )
 from albertkit.perf.memory import (
     PLANNED_DEVICES,
-    activation_bytes_per_sequence,
-    default_predictions,
-    estimate_memory,
     format_plan_table,
-    parameter_count,
     plan_batch,
     plan_table,
     training_flops,

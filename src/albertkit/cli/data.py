@@ -11,6 +11,8 @@ import json
 import sys
 import time
 
+from albertkit.data.corpus import DEFAULT_MAX_LINE_BYTES
+
 
 def _fail(e: Exception) -> int:
     print(f"error: {e}", file=sys.stderr)
@@ -48,6 +50,13 @@ def add_train_tokenizer_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("--encoding-errors", choices=["fail", "skip"], default="fail")
     p.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=DEFAULT_MAX_LINE_BYTES,
+        help="longest input line; a longer one is an error naming file and line "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
         "--input-sentence-size", type=int, default=10_000_000, help="sentences sampled for training"
     )
     p.add_argument(
@@ -57,6 +66,11 @@ def add_train_tokenizer_parser(subparsers) -> argparse.ArgumentParser:
         help="training threads (part of the result: same threads, same model)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a tokenizer in --out that prepared data still uses (prepare it again)",
+    )
     p.set_defaults(func=run_train_tokenizer)
     return p
 
@@ -75,12 +89,13 @@ def run_train_tokenizer(args: argparse.Namespace) -> int:
             character_coverage=args.character_coverage,
             input_format=args.input_format,
             encoding_errors=args.encoding_errors,
+            max_line_bytes=args.max_line_bytes,
             input_sentence_size=args.input_sentence_size,
             num_threads=args.num_threads,
             seed=args.seed,
         )
         t0 = time.time()
-        tok = train_tokenizer(args.inputs, args.out, cfg)
+        tok = train_tokenizer(args.inputs, args.out, cfg, overwrite=args.overwrite)
     except ValidationError as e:
         return _fail(_option_errors(e))
     except (CorpusError, TokenizerError, ValueError) as e:
@@ -110,6 +125,13 @@ def add_prepare_data_parser(subparsers) -> argparse.ArgumentParser:
         default="document_per_line",
     )
     p.add_argument("--encoding-errors", choices=["fail", "skip"], default="fail")
+    p.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=DEFAULT_MAX_LINE_BYTES,
+        help="longest input line; a longer one is an error naming file and line "
+        "(default: %(default)s)",
+    )
     p.add_argument("--seq-length", type=int, default=512)
     p.add_argument(
         "--max-predictions-per-seq", type=int, default=None,
@@ -155,6 +177,7 @@ def run_prepare_data(args: argparse.Namespace) -> int:
             inputs=args.inputs,
             input_format=args.input_format,
             encoding_errors=args.encoding_errors,
+            max_line_bytes=args.max_line_bytes,
             seq_length=args.seq_length,
             max_predictions_per_seq=args.max_predictions_per_seq,
             short_seq_prob=args.short_seq_prob,

@@ -30,12 +30,14 @@ def load_config(args: argparse.Namespace):
     from albertkit.config import TrainerConfig
     from albertkit.sagemaker.config import SageMakerConfig
 
-    overrides = list(args.overrides)
+    # Flag values are typed already: set them as they are. Re-parsed as YAML, a run
+    # directory "runs/x #tmp" would lose its comment-like tail and train in runs/x.
+    values: dict[str, object] = {}
     if getattr(args, "distributed", None):
-        overrides.append(f"distributed.backend={args.distributed}")
+        values["distributed.backend"] = args.distributed
     if getattr(args, "run_dir", None):
-        overrides.append(f"run_dir={args.run_dir}")
-    cfg = TrainerConfig.from_yaml(args.config, overrides)
+        values["run_dir"] = str(args.run_dir)
+    cfg = TrainerConfig.from_yaml(args.config, list(args.overrides), values=values)
     SageMakerConfig.from_trainer_config(cfg, source=str(args.config))
     return cfg
 

@@ -154,19 +154,23 @@ class TrainerConfig(_Section):
     # ------------------------------------------------------------------ I/O
     @classmethod
     def from_dict(cls, raw: dict[str, Any], overrides: list[str] | None = None,
-                  source: str = "<dict>") -> TrainerConfig:
-        """Validate a raw mapping after ``key.path=value`` overrides (plugin sections too)."""
-        raw = apply_overrides(raw, overrides or [])
+                  source: str = "<dict>", values: dict[str, Any] | None = None) -> TrainerConfig:
+        """Validate a raw mapping after ``key.path=value`` overrides (plugin sections too)
+        and then the typed ``values`` (``{"run_dir": "runs/x #1"}``, set as given, never
+        parsed)."""
+        raw = apply_overrides(raw, overrides or [], values)
         try:
             return cls.model_validate(raw)
         except ValidationError as e:
             raise invalid_configuration(source, e) from None
 
     @classmethod
-    def from_yaml(cls, path: str | os.PathLike, overrides: list[str] | None = None) -> TrainerConfig:
-        """Load a YAML (or JSON) file, apply ``key.path=value`` overrides, validate."""
+    def from_yaml(cls, path: str | os.PathLike, overrides: list[str] | None = None,
+                  values: dict[str, Any] | None = None) -> TrainerConfig:
+        """Load a YAML (or JSON) file, apply ``key.path=value`` overrides and the typed
+        ``values`` (see :meth:`from_dict`), validate."""
         raw = load_yaml(path)
-        return cls.from_dict(raw, overrides, source=str(path))
+        return cls.from_dict(raw, overrides, source=str(path), values=values)
 
     from_json = from_yaml  # JSON is YAML
 

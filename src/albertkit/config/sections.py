@@ -263,6 +263,16 @@ class SquadData(_Section):
     max_query_length: int = Field(
         64, gt=0, description="Question tokens kept (longer questions are truncated)."
     )
+    max_windows_per_example: int = Field(
+        64, gt=0,
+        description="Most windows one question's context may need; a longer context is an "
+        "error naming the record (bounds memory before features are built).",
+    )
+    max_total_windows: int = Field(
+        1_000_000, gt=0,
+        description="Most windows (about 11 KB each) one SQuAD file may produce; more is an "
+        "error before any is built.",
+    )
     n_best_size: int = Field(
         20, gt=0, description="Start/end candidates considered per window when extracting answers."
     )

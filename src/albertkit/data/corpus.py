@@ -28,6 +28,7 @@ from __future__ import annotations
 import glob
 import gzip
 import os
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,11 @@ InputFormat = Literal["document_per_line", "sentence_per_line"]
 EncodingErrors = Literal["fail", "skip"]
 
 _MAX_REPORTED = 20
+# Longest line read by default. Lines are read in pieces of at most this size, so a one-line
+# file (a 10 MB .gz can hold 10 GB of one line) is refused after reading this much instead
+# of becoming one huge string. Whole Wikipedia articles as one line stay far below it.
+DEFAULT_MAX_LINE_BYTES = 8 << 20
+_SCAN_BYTES = 1 << 20  # piece size when a line is only skipped
 
 
 @dataclass
@@ -125,6 +131,31 @@ def _open_binary(path: str):
     return open(path, "rb")  # noqa: SIM115  (closed by the caller's with-block)
 
 
+# A damaged .gz shows up only while it is read, as one of these (none names the file).
+_GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+
+
+def _gzip_error(path: str, e: BaseException) -> CorpusError:
+    if isinstance(e, EOFError):
+        what = "truncated gzip file (the compressed stream ends early)"
+    else:
+        what = f"damaged gzip file ({e})"
+    return CorpusError(f"{path}: {what}; download or compress it again")
+
+
+def _skip_line(fh) -> tuple[bool, bool]:
+    """Read past the rest of the current line in bounded pieces: (read anything, blank)."""
+    got, blank = False, True
+    while True:
+        piece = fh.readline(_SCAN_BYTES)
+        if not piece:
+            return got, blank
+        got = True
+        blank = blank and not piece.strip()
+        if piece.endswith(b"\n"):
+            return got, blank
+
+
 def plan_chunks(
     files: Sequence[str | os.PathLike], input_format: InputFormat, target_bytes: int = 32 << 20
 ) -> list[Chunk]:
@@ -146,11 +177,11 @@ def plan_chunks(
             pos = target_bytes
             while pos < size:
                 fh.seek(pos)
-                fh.readline()  # finish the line we landed in
+                _skip_line(fh)  # finish the line we landed in
                 if input_format == "sentence_per_line":
                     while True:  # a document ends at a blank line
-                        line = fh.readline()
-                        if not line or not line.strip():
+                        got, blank = _skip_line(fh)
+                        if not got or blank:
                             break
                 cut = fh.tell()
                 if cut >= size:
@@ -179,8 +210,34 @@ def _line_number_base(path: str, start: int) -> int:
     return n + 1
 
 
+def _bounded_lines(fh, path: str, max_line_bytes: int, line_base) -> Iterator[bytes]:
+    """The lines of ``fh``; a line longer than ``max_line_bytes`` is an error raised after
+    reading at most that much of it. ``line_base()`` gives the number of the first line."""
+    n = 0
+    while True:
+        try:
+            raw = fh.readline(max_line_bytes + 1)
+        except _GZIP_ERRORS as e:
+            raise _gzip_error(path, e) from None
+        if not raw:
+            return
+        n += 1
+        if len(raw) > max_line_bytes and not (
+            len(raw) == max_line_bytes + 1 and raw.endswith(b"\n")
+        ):
+            raise CorpusError(
+                f"{path}:{line_base() + n - 1}: line longer than max_line_bytes="
+                f"{max_line_bytes} (--max-line-bytes); is this one huge line or binary data? "
+                "Split it into lines (documents or sentences) or raise the limit"
+            )
+        yield raw
+
+
 def _iter_lines(
-    chunk: Chunk, encoding_errors: EncodingErrors, stats: ReadStats
+    chunk: Chunk,
+    encoding_errors: EncodingErrors,
+    stats: ReadStats,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[tuple[int, str]]:
     """Decoded lines of a chunk with their 1-based line numbers in the file."""
     base: int | None = None
@@ -190,7 +247,9 @@ def _iter_lines(
         pos = chunk.start
         rel = 0
         any_bytes = False
-        for raw in fh:
+        for raw in _bounded_lines(
+            fh, chunk.path, max_line_bytes, lambda: _line_number_base(chunk.path, chunk.start)
+        ):
             if chunk.end >= 0 and pos >= chunk.end:
                 break
             pos += len(raw)
@@ -230,13 +289,16 @@ def read_chunk(
     input_format: InputFormat,
     encoding_errors: EncodingErrors = "fail",
     stats: ReadStats | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[Document]:
     """Documents of one chunk. Line numbers in ``Document.line`` are relative to the chunk
     start when the chunk does not start the file (exact numbers are only computed for
-    error messages, which always carry the absolute line)."""
+    error messages, which always carry the absolute line). A line longer than
+    ``max_line_bytes`` is a :class:`CorpusError`, raised before more of it is read."""
     stats = stats if stats is not None else ReadStats()
+    lines = _iter_lines(chunk, encoding_errors, stats, max_line_bytes)
     if input_format == "document_per_line":
-        for rel, text in _iter_lines(chunk, encoding_errors, stats):
+        for rel, text in lines:
             if rel < 0:
                 continue
             sents = split_sentences(text)
@@ -246,7 +308,7 @@ def read_chunk(
     elif input_format == "sentence_per_line":
         sents: list[str] = []
         first = 0
-        for rel, text in _iter_lines(chunk, encoding_errors, stats):
+        for rel, text in lines:
             if rel < 0:
                 continue
             line = " ".join(text.split())
@@ -273,9 +335,12 @@ def read_documents(
     input_format: InputFormat,
     encoding_errors: EncodingErrors = "fail",
     stats: ReadStats | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[Document]:
     """All documents of the given files/globs, in sorted file order."""
     for path in expand_inputs(files):
         if path.stat().st_size == 0:
             raise CorpusError(f"{path}: empty file")
-        yield from read_chunk(Chunk(str(path)), input_format, encoding_errors, stats)
+        yield from read_chunk(
+            Chunk(str(path)), input_format, encoding_errors, stats, max_line_bytes
+        )

@@ -189,7 +189,8 @@ def prepare_demo_data(
     if reuse:
         tok = Tokenizer.load(tok_dir)
     else:
-        tok = train_tokenizer([corpus / "train.txt"], tok_dir, tok_cfg)
+        # the demo prepares its data again right below, with this tokenizer
+        tok = train_tokenizer([corpus / "train.txt"], tok_dir, tok_cfg, overwrite=True)
         meta = json.loads(tok_meta.read_text(encoding="utf-8"))
         meta["corpus_sha256"] = corpus_sha
         atomic_write_text(tok_meta, json.dumps(meta, indent=2))

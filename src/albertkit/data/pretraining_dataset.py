@@ -32,15 +32,16 @@ Example:
 from __future__ import annotations
 
 import glob
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
+from pydantic import ValidationError
 
 from albertkit.config import MaskingConfig
+from albertkit.data.manifest import MANIFEST, read_manifest
 from albertkit.data.masking import SPECIAL_NAMES, VocabInfo, ngram_cdf
 from albertkit.data.stream import RecordLayout, locate, record_stream
 from albertkit.data.tfrecord import count_records
@@ -189,10 +190,8 @@ def read_manifests(files: Sequence[str]) -> tuple[dict[str, Any] | None, dict[st
     for f in files:
         parent = str(Path(f).parent)
         if parent not in manifests:
-            path = Path(parent) / "manifest.json"
-            manifests[parent] = (
-                json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-            )
+            path = Path(parent) / MANIFEST
+            manifests[parent] = read_manifest(path, DatasetError) if path.is_file() else {}
         m = manifests[parent]
         for s in m.get("shards", []):
             if s["file"] == Path(f).name:
@@ -285,7 +284,11 @@ def _resolve(
             )
         vocab_size, special_ids = tok["vocab_size"], tok["special_ids"]
         if masking_rules is None:
-            masking_rules = MaskingConfig.model_validate(manifest["masking_rules"])
+            try:
+                masking_rules = MaskingConfig.model_validate(manifest["masking_rules"])
+            except ValidationError as e:
+                where = Path(files[0]).parent / MANIFEST
+                raise DatasetError(f"{where}: masking_rules: {e.errors()[0]['msg']}") from None
     rules = masking_rules or MaskingConfig()
     if masking != "dynamic":
         return rules, None

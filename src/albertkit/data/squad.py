@@ -33,6 +33,12 @@ from albertkit.errors import SquadFormatError
 log = logging.getLogger(__name__)
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "start_positions", "end_positions")
+# Bounds on the windows a file may ask for (the config's data.max_windows_per_example and
+# data.max_total_windows). SQuAD 2.0's training set needs about 132,000 windows at 384/128
+# and no question more than a dozen; a window costs about _WINDOW_KB KB of features.
+DEFAULT_MAX_WINDOWS_PER_EXAMPLE = 64
+DEFAULT_MAX_TOTAL_WINDOWS = 1_000_000
+_WINDOW_KB = 11
 
 
 @dataclass(frozen=True)
@@ -269,6 +275,61 @@ def _char_to_token_span(spans: np.ndarray, start: int, end: int) -> tuple[int, i
     return int(first[0]), int(last[-1])
 
 
+def _plan_windows(
+    examples: Sequence[SquadExample],
+    ctx_of: Mapping[str, tuple[list[int], np.ndarray]],
+    q_ids: Sequence[Sequence[int]],
+    max_seq_length: int,
+    doc_stride: int,
+    max_query_length: int,
+    max_per_example: int | None,
+    max_total: int | None,
+    source: str,
+) -> list[tuple[list[int], list[tuple[int, int]]]]:
+    """Each example's truncated question and window spans, checked against the limits
+    before a single feature array exists."""
+    plans = []
+    total = 0
+    for ei, ex in enumerate(examples):
+        n_doc = len(ctx_of[ex.context][0])
+        query = list(q_ids[ei][:max_query_length])
+        max_doc = max_seq_length - len(query) - 3
+        if max_doc <= 0:
+            raise ValueError(
+                f"max_seq_length={max_seq_length} leaves no room for the context after a "
+                f"{len(query)}-token question"
+            )
+        # the count first, from arithmetic alone: a context of millions of tokens must not
+        # build its span list before being refused
+        n = _window_count(n_doc, max_doc, doc_stride)
+        if max_per_example is not None and n > max_per_example:
+            raise SquadFormatError(
+                f"{ex.where or source}: the {n_doc}-token context needs {n} windows of "
+                f"max_seq_length={max_seq_length} every doc_stride={doc_stride} tokens, more "
+                f"than data.max_windows_per_example={max_per_example}; shorten the context "
+                "or raise the limit"
+            )
+        total += n
+        if max_total is not None and total > max_total:
+            raise SquadFormatError(
+                f"{source}: more than data.max_total_windows={max_total} windows of "
+                f"{max_seq_length} tokens (reached at question {ei + 1} of {len(examples)}, "
+                f"{ex.where}); each takes about {_WINDOW_KB} KB: split the file or raise "
+                "the limit"
+            )
+        windows = _windows(n_doc, max_doc, doc_stride)
+        plans.append((query, windows))
+    return plans
+
+
+def _window_count(n_tokens: int, max_tokens: int, stride: int) -> int:
+    """``len(_windows(n_tokens, max_tokens, stride))`` without building the list."""
+    if n_tokens <= max_tokens:
+        return 1
+    step = min(max_tokens, stride)
+    return 1 + -(-(n_tokens - max_tokens) // step)
+
+
 def convert_examples(
     examples: Sequence[SquadExample],
     tokenizer,
@@ -277,11 +338,20 @@ def convert_examples(
     max_query_length: int = 64,
     progress: bool = False,
     with_spans: bool = True,
+    max_windows_per_example: int | None = DEFAULT_MAX_WINDOWS_PER_EXAMPLE,
+    max_total_windows: int | None = DEFAULT_MAX_TOTAL_WINDOWS,
+    source: str = "<examples>",
 ) -> SquadFeatures:
     """Tokenize and window ``examples`` (see the module docstring for the layout).
 
     Gold positions come from each example's first answer (SQuAD training sets have one).
     ``with_spans=False`` skips the post-processing arrays (3 KB per 384-token window).
+
+    Every question gets its own windows over its context, so a small file with a long
+    context and many questions asks for a great many windows (about 8-11 KB each). They are
+    counted before any is built: more than ``max_windows_per_example`` for one question or
+    ``max_total_windows`` in all is a :class:`SquadFormatError` naming the record (or
+    ``source``) and the limit (``None`` = no limit).
     """
     from tqdm.auto import tqdm
 
@@ -297,6 +367,10 @@ def convert_examples(
     q_ids = tokenizer([ex.question for ex in examples], add_special_tokens=False)["input_ids"]
 
     L = max_seq_length
+    plans = _plan_windows(
+        examples, ctx_of, q_ids, L, doc_stride, max_query_length,
+        max_windows_per_example, max_total_windows, source,
+    )
     rows: dict[str, list] = {k: [] for k in FEATURE_NAMES}
     example_index, token_spans, max_ctx = [], [], []
     unmappable = 0
@@ -306,14 +380,7 @@ def convert_examples(
         )
     ):
         doc_ids, doc_spans = ctx_of[ex.context]
-        query = list(q_ids[ei][:max_query_length])
-        max_doc = L - len(query) - 3
-        if max_doc <= 0:
-            raise ValueError(
-                f"max_seq_length={L} leaves no room for the context after a "
-                f"{len(query)}-token question"
-            )
-        windows = _windows(len(doc_ids), max_doc, doc_stride)
+        query, windows = plans[ei]
         best_window = _max_context(windows, len(doc_ids))
         gold = None
         if ex.answers and not ex.is_impossible:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -42,10 +43,17 @@ import numpy as np
 import sentencepiece as spm
 from pydantic import BaseModel, ConfigDict, Field
 
-from albertkit.data.corpus import EncodingErrors, InputFormat, read_documents
+from albertkit.data.corpus import (
+    DEFAULT_MAX_LINE_BYTES,
+    EncodingErrors,
+    InputFormat,
+    read_documents,
+)
 from albertkit.data.protobuf import fields, len_field
 from albertkit.errors import TokenizerError
-from albertkit.fileio import atomic_write_bytes, atomic_write_text
+from albertkit.fileio import atomic_write_text, replace_dir, temp_dir_beside, write_synced
+
+log = logging.getLogger(__name__)
 
 PAD, UNK, CLS, SEP, MASK = "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = {"pad": PAD, "unk": UNK, "cls": CLS, "sep": SEP, "mask": MASK}
@@ -74,6 +82,7 @@ class TokenizerConfig(BaseModel):
     seed: int = 0
     input_format: InputFormat = "document_per_line"
     encoding_errors: EncodingErrors = "fail"
+    max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, gt=0)
 
 
 def normalize_text(text: str, *, lowercase: bool = True, keep_accents: bool = False) -> str:
@@ -261,13 +270,23 @@ class Tokenizer:
         return ids, types
 
     # ---------------------------------------------------------------- saving
-    def save(self, directory: str | os.PathLike) -> Path:
+    def save(self, directory: str | os.PathLike, *, overwrite: bool = False) -> Path:
         """Write the HF tokenizer directory (``spiece.model``, ``tokenizer.json``,
-        ``tokenizer_config.json``) atomically file by file; returns the directory."""
+        ``tokenizer_config.json``) and return it.
+
+        The files are written into a temporary sibling that then replaces ``directory`` in
+        one swap, so a reader (or a kill) never sees files of two vocabularies side by side.
+        A directory that prepared data uses is refused unless ``overwrite`` (see
+        :func:`check_replaceable`).
+        """
+        directory = Path(directory)
+        check_replaceable(directory, overwrite)
+        return _swap_in(directory, lambda tmp: self._write_files(tmp, with_model=True))
+
+    def _write_files(self, directory: Path, *, with_model: bool) -> None:
+        """The HF files (and ``spiece.model``) into a fresh ``directory``."""
         from transformers import AlbertTokenizer  # heavy import, only when saving
 
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         vocab = [
             (self.sp.id_to_piece(i), float(self.sp.get_score(i))) for i in range(self.vocab_size)
         ]
@@ -280,12 +299,124 @@ class Tokenizer:
         with tempfile.TemporaryDirectory(dir=directory, prefix=".hf-") as tmp:
             hf.save_pretrained(tmp)
             for name in sorted(os.listdir(tmp)):
-                if name == MODEL_FILE:
-                    continue
-                atomic_write_bytes(directory / name, (Path(tmp) / name).read_bytes())
-        if (directory / MODEL_FILE).resolve() != self.model_file.resolve():
-            atomic_write_bytes(directory / MODEL_FILE, self._proto)
-        return directory
+                if name != MODEL_FILE:
+                    write_synced(directory / name, (Path(tmp) / name).read_bytes())
+        if with_model:
+            write_synced(directory / MODEL_FILE, self._proto)
+
+
+# ------------------------------------------------------------------ the directory on disk
+# What a tokenizer directory may hold. Anything else means the directory is something else
+# (a run, a project folder, the working directory): it is never replaced.
+TOKENIZER_FILES = frozenset({
+    MODEL_FILE, "spiece.vocab", "tokenizer.json", "tokenizer_config.json",
+    "special_tokens_map.json", "added_tokens.json", "albertkit_tokenizer.json",
+})
+# Written by prepare-data beside the tokenizer: the datasets whose token ids it defines.
+USERS_FILE = "albertkit_datasets.json"
+
+
+def datasets_using(directory: str | os.PathLike) -> list[Path]:
+    """Prepared datasets whose ``manifest.json`` names ``directory`` as their tokenizer.
+
+    ``prepare-data`` lists each dataset in ``directory/albertkit_datasets.json``; a listed
+    dataset counts while its manifest still names this directory (moved or deleted data,
+    or data prepared again with another tokenizer, no longer does).
+    """
+    from albertkit.data.manifest import MANIFEST, read_manifest
+
+    directory = Path(directory)
+    users = directory / USERS_FILE
+    if not users.is_file():
+        return []
+    try:
+        listed = json.loads(users.read_text(encoding="utf-8"))["datasets"]
+        listed = [str(x) for x in listed]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise TokenizerError(
+            f"{users}: unreadable ({e}); it lists the prepared datasets that use this "
+            "tokenizer, so the directory is not replaced. Check them, then delete the file"
+        ) from None
+    here = directory.resolve()
+    found = []
+    for d in listed:
+        manifest = Path(d) / MANIFEST
+        if not manifest.is_file():
+            continue
+        try:
+            path = read_manifest(manifest)["tokenizer"]["path"]
+        except ValueError:
+            continue  # a damaged dataset cannot be read anyway
+        if Path(path).resolve() == here:
+            found.append(Path(d))
+    return found
+
+
+def record_dataset_user(tokenizer: Tokenizer, dataset_dir: str | os.PathLike) -> None:
+    """Note in the tokenizer's directory that ``dataset_dir`` was prepared with it, so that
+    re-training into that directory is refused. Best effort: a read-only or bare
+    ``spiece.model`` tokenizer cannot be marked."""
+    directory = tokenizer.model_file.resolve().parent
+    if tokenizer.model_file.name != MODEL_FILE:
+        return
+    users = directory / USERS_FILE
+    try:
+        listed = json.loads(users.read_text(encoding="utf-8"))["datasets"]
+        listed = [str(x) for x in listed]
+    except (OSError, ValueError, KeyError, TypeError):
+        listed = []
+    entry = str(Path(dataset_dir).resolve())
+    if entry in listed:
+        return
+    try:
+        atomic_write_text(users, json.dumps({"datasets": [*listed, entry]}, indent=2))
+    except OSError as e:
+        log.warning("%s: cannot note that %s uses this tokenizer (%s); nothing will stop it "
+                    "from being replaced", directory, entry, e)
+
+
+def check_replaceable(directory: str | os.PathLike, overwrite: bool = False) -> None:
+    """Refuse to replace ``directory`` with a new tokenizer when it is not a tokenizer
+    directory (other files in it would be lost) or, unless ``overwrite``, when prepared
+    data still uses it (its token ids would silently change meaning)."""
+    directory = Path(directory)
+    if not directory.exists():
+        return
+    if not directory.is_dir():
+        raise TokenizerError(f"{directory}: exists and is not a directory")
+    others = sorted(
+        p.name for p in directory.iterdir()
+        if p.name not in TOKENIZER_FILES and p.name != USERS_FILE
+        and not p.name.startswith((".spm-", ".hf-", f".{MODEL_FILE}."))
+    )
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise TokenizerError(
+            f"{directory}: holds files that are not a tokenizer's ({shown}); write the "
+            "tokenizer to a new or empty directory"
+        )
+    if overwrite:
+        return
+    users = datasets_using(directory)
+    if users:
+        names = ", ".join(str(u) for u in users[:3])
+        raise TokenizerError(
+            f"{directory}: prepared data uses this tokenizer ({names}: its manifest.json names "
+            "it); a new tokenizer here would change what the data's token ids mean. Write it "
+            "to another directory, or delete or re-prepare that data first"
+        )
+
+
+def _swap_in(directory: Path, fill) -> Path:
+    """Build ``directory`` anew with ``fill(tmp)`` in a temporary sibling, then swap it in:
+    the old directory stays whole until the new one is complete."""
+    tmp = temp_dir_beside(directory)
+    try:
+        fill(tmp)
+        return replace_dir(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 # ------------------------------------------------------------------ training
@@ -305,6 +436,7 @@ def _training_sentences(
                 inputs or [],
                 input_format=config.input_format,
                 encoding_errors=config.encoding_errors,
+                max_line_bytes=config.max_line_bytes,
             )
             for s in doc.sentences
         )
@@ -326,83 +458,89 @@ def train_tokenizer(
     config: TokenizerConfig | None = None,
     *,
     sentences: Iterable[str] | None = None,
+    overwrite: bool = False,
 ) -> Tokenizer:
     """Train a SentencePiece unigram model with the ALBERT recipe and save an HF directory.
+
+    The directory is built beside ``out_dir`` and swapped in when complete: an existing
+    tokenizer there stays whole until then (a kill never mixes two vocabularies).
 
     Args:
         inputs: text files / globs (read with ``config.input_format``); or None when
             ``sentences`` is given.
-        out_dir: the tokenizer directory to write.
+        out_dir: the tokenizer directory to write (new, empty or a tokenizer directory).
         config: training settings (vocabulary size, lowercasing, ...).
         sentences: raw sentences to train on instead of files.
+        overwrite: replace a tokenizer that prepared data still uses (that data's token
+            ids then mean other pieces: prepare it again).
 
     Raises:
-        TokenizerError: naming ``vocab_size`` when the corpus cannot support it, or the
-            input problem (empty input, unreadable file).
+        TokenizerError: naming ``vocab_size`` when the corpus cannot support it, the input
+            problem (empty input, unreadable file), or why ``out_dir`` is not replaced.
     """
     config = config or TokenizerConfig()
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_replaceable(out_dir, overwrite)  # before hours of training, not after
     counter = [0]
     errors: list[Exception] = []
     specials = [CLS, SEP, MASK]
     spm.set_random_generator_seed(config.seed)
-    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".spm-") as tmp:
-        prefix = str(Path(tmp) / "spiece")
-        try:
-            spm.SentencePieceTrainer.train(
-                sentence_iterator=_training_sentences(inputs, sentences, config, counter, errors),
-                model_prefix=prefix,
-                model_type="unigram",
-                vocab_size=config.vocab_size,
-                pad_id=0,
-                unk_id=1,
-                bos_id=-1,
-                eos_id=-1,
-                pad_piece=PAD,
-                unk_piece=UNK,
-                control_symbols=specials,
-                user_defined_symbols=list(config.user_defined_symbols),
-                character_coverage=config.character_coverage,
-                input_sentence_size=config.input_sentence_size,
-                shuffle_input_sentence=True,
-                max_sentence_length=config.max_sentence_length,
-                num_threads=config.num_threads,
-                minloglevel=2,
-            )
-        except RuntimeError as e:
-            msg = str(e)
-            if errors:  # an input problem (e.g. CorpusError naming file and line)
-                raise errors[0] from None
-            if counter[0] == 0:
-                raise TokenizerError(
-                    "tokenizer training got no sentences (inputs empty?)"
-                ) from None
-            if "Vocabulary size too high" in msg or "smaller than required_chars" in msg:
-                detail = msg[msg.find("Vocabulary size") :]
-                raise TokenizerError(
-                    f"vocab_size={config.vocab_size} does not fit this corpus of {counter[0]} "
-                    f"sentences: {detail}"
-                ) from None
-            raise TokenizerError(f"SentencePiece training failed: {msg}") from None
-        model_bytes = _without_model_prefix(Path(prefix + ".model").read_bytes())
-    atomic_write_bytes(out_dir / MODEL_FILE, model_bytes)
-    tok = Tokenizer(
+
+    def build(tmp: Path) -> None:
+        with tempfile.TemporaryDirectory(dir=tmp, prefix=".spm-") as scratch:
+            prefix = str(Path(scratch) / "spiece")
+            try:
+                spm.SentencePieceTrainer.train(
+                    sentence_iterator=_training_sentences(
+                        inputs, sentences, config, counter, errors
+                    ),
+                    model_prefix=prefix,
+                    model_type="unigram",
+                    vocab_size=config.vocab_size,
+                    pad_id=0,
+                    unk_id=1,
+                    bos_id=-1,
+                    eos_id=-1,
+                    pad_piece=PAD,
+                    unk_piece=UNK,
+                    control_symbols=specials,
+                    user_defined_symbols=list(config.user_defined_symbols),
+                    character_coverage=config.character_coverage,
+                    input_sentence_size=config.input_sentence_size,
+                    shuffle_input_sentence=True,
+                    max_sentence_length=config.max_sentence_length,
+                    num_threads=config.num_threads,
+                    minloglevel=2,
+                )
+            except RuntimeError as e:
+                msg = str(e)
+                if errors:  # an input problem (e.g. CorpusError naming file and line)
+                    raise errors[0] from None
+                if counter[0] == 0:
+                    raise TokenizerError(
+                        "tokenizer training got no sentences (inputs empty?)"
+                    ) from None
+                if "Vocabulary size too high" in msg or "smaller than required_chars" in msg:
+                    detail = msg[msg.find("Vocabulary size") :]
+                    raise TokenizerError(
+                        f"vocab_size={config.vocab_size} does not fit this corpus of "
+                        f"{counter[0]} sentences: {detail}"
+                    ) from None
+                raise TokenizerError(f"SentencePiece training failed: {msg}") from None
+            model_bytes = _without_model_prefix(Path(prefix + ".model").read_bytes())
+        write_synced(tmp / MODEL_FILE, model_bytes)
+        tok = Tokenizer(
+            tmp / MODEL_FILE, lowercase=config.lowercase, keep_accents=config.keep_accents
+        )
+        tok._write_files(tmp, with_model=False)
+        meta = {"config": config.model_dump(mode="json"), "sentences": counter[0],
+                "sha256": tok.sha256}
+        write_synced(tmp / "albertkit_tokenizer.json", json.dumps(meta, indent=2).encode())
+
+    _swap_in(out_dir, build)
+    return Tokenizer(
         out_dir / MODEL_FILE, lowercase=config.lowercase, keep_accents=config.keep_accents
     )
-    tok.save(out_dir)
-    atomic_write_text(
-        out_dir / "albertkit_tokenizer.json",
-        json.dumps(
-            {
-                "config": config.model_dump(mode="json"),
-                "sentences": counter[0],
-                "sha256": tok.sha256,
-            },
-            indent=2,
-        ),
-    )
-    return tok
 
 
 def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
@@ -416,10 +554,9 @@ def export_hf_directory(
     *,
     lowercase: bool = True,
     keep_accents: bool = False,
+    overwrite: bool = False,
 ) -> Path:
-    """Turn an existing ``spiece.model`` into an HF tokenizer directory."""
+    """Turn an existing ``spiece.model`` into an HF tokenizer directory (written whole, see
+    :meth:`Tokenizer.save`)."""
     tok = Tokenizer(model_file, lowercase=lowercase, keep_accents=keep_accents)
-    out = tok.save(out_dir)
-    if not (out / MODEL_FILE).is_file():
-        shutil.copyfile(model_file, out / MODEL_FILE)
-    return out
+    return tok.save(out_dir, overwrite=overwrite)

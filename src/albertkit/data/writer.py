@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from albertkit.config import MaskingConfig
 from albertkit.data.corpus import (
+    DEFAULT_MAX_LINE_BYTES,
     Chunk,
     EncodingErrors,
     InputFormat,
@@ -60,14 +61,14 @@ from albertkit.data.corpus import (
     read_chunk,
 )
 from albertkit.data.instances import create_pairs
+from albertkit.data.manifest import MANIFEST, read_manifest
 from albertkit.data.masking import VocabInfo, default_max_predictions, mask_sequence
 from albertkit.data.tfrecord import RecordWriter, encode_examples
-from albertkit.data.tokenizer import Tokenizer
+from albertkit.data.tokenizer import Tokenizer, record_dataset_user
 from albertkit.errors import CorpusError, DataPreparationError
 from albertkit.fileio import atomic_write_text
 
 FORMAT = "albertkit-pretraining-v1"
-MANIFEST = "manifest.json"
 WORK = ".work"
 SPLITS = {"train": 0, "eval": 1}
 _BATCH = 256
@@ -82,6 +83,8 @@ class PretrainingDataConfig(BaseModel):
     inputs: list[str] = Field(..., min_length=1)
     input_format: InputFormat = "document_per_line"
     encoding_errors: EncodingErrors = "fail"
+    # a guard, not a setting of the output: left out of the plan's identity
+    max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, gt=0)
     seq_length: int = Field(512, gt=8)
     # None: ceil(masked_lm_prob x seq_length), so the cap never cuts the masking rate
     # (Google's fixed 20 masks only ~4.6% of real tokens at seq 512; pass 20 to get it).
@@ -181,7 +184,9 @@ def _tokenize_task(task: dict[str, Any]) -> dict[str, Any]:
     n_tokens = 0
     dropped = 0
     chunk = Chunk(**task["chunk"])
-    for doc in read_chunk(chunk, task["input_format"], task["encoding_errors"], stats):
+    for doc in read_chunk(
+        chunk, task["input_format"], task["encoding_errors"], stats, task["max_line_bytes"]
+    ):
         pieces = [np.asarray(x, np.int32) for x in tok.encode_batch(doc.sentences)]
         pieces = [p for p in pieces if len(p)]
         if sum(len(p) for p in pieces) < task["min_document_tokens"]:
@@ -363,8 +368,15 @@ def _prepare_directory(out_dir: Path, plan: dict[str, Any], overwrite: bool) -> 
     manifest_file = out_dir / MANIFEST
     plan_sha = plan["plan_sha256"]
     if manifest_file.is_file():
-        old = json.loads(manifest_file.read_text(encoding="utf-8"))
-        if old.get("plan_sha256") == plan_sha:
+        try:
+            old = read_manifest(manifest_file, DataPreparationError)
+        except DataPreparationError as e:
+            if not overwrite:
+                raise DataPreparationError(
+                    f"{e} (or use overwrite=True / --overwrite to replace this directory)"
+                ) from None
+            old = {}
+        if old and old.get("plan_sha256") == plan_sha:
             return old
         if not overwrite:
             diff = [
@@ -435,7 +447,7 @@ def prepare_pretraining_data(
     tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(tokenizer)
     num_workers = num_workers or os.cpu_count() or 1
     files = expand_inputs(config.inputs)
-    settings = config.model_dump(mode="json")
+    settings = config.model_dump(mode="json", exclude={"max_line_bytes"})
     plan = {
         "format": FORMAT,
         "settings": settings,
@@ -445,6 +457,7 @@ def prepare_pretraining_data(
     plan["plan_sha256"] = _sha(plan)
     done = _prepare_directory(out_dir, plan, overwrite)
     if done is not None:
+        record_dataset_user(tok, out_dir)
         return done
     work = out_dir / WORK
     common = {
@@ -463,6 +476,7 @@ def prepare_pretraining_data(
             "work": str(work),
             "input_format": config.input_format,
             "encoding_errors": config.encoding_errors,
+            "max_line_bytes": config.max_line_bytes,
             "min_document_tokens": config.min_document_tokens,
         }
         for i, c in enumerate(chunks)
@@ -565,6 +579,9 @@ def prepare_pretraining_data(
         "seconds": round(time.time() - t0, 2),
     }
     atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
+    # the tokenizer's directory learns that this data depends on it: re-training a
+    # tokenizer into it is then refused (the ids here would change meaning)
+    record_dataset_user(tok, out_dir)
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
     return manifest
@@ -590,7 +607,7 @@ def load_manifest(directory: str | os.PathLike) -> dict[str, Any]:
         raise DataPreparationError(
             f"{directory}: no {MANIFEST} (preparation unfinished or not run)"
         )
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_manifest(path, DataPreparationError)
 
 
 def shard_files(manifest_dir: str | os.PathLike, split: str = "train") -> list[str]:

@@ -10,6 +10,15 @@ on one machine, :func:`launch_local` starts N copies of a command on localhost:
 Either way, the first process that fails stops the others (SIGTERM to its process group,
 SIGKILL after a grace period) and its exit code becomes the job's: a dead rank never leaves
 its peers blocked in a collective.
+
+Network exposure: the ``TF_CONFIG`` addresses are ``127.0.0.1``, but TensorFlow's gRPC
+server (which ``MultiWorkerMirroredStrategy`` starts in every worker) listens on
+``0.0.0.0:<port>`` whatever host the cluster names: the bind address is fixed in
+TensorFlow's C++ server and no option or environment variable changes it. The server has
+no authentication, so while a ``tf_multiworker`` job runs, anyone who can reach this
+machine on those ports can talk to it. The launcher cannot prevent that; it logs a warning
+naming the ports. Use ``--nproc`` with ``tf_multiworker`` only where a firewall keeps
+other hosts away from them.
 """
 
 from __future__ import annotations
@@ -125,7 +134,13 @@ def launch_local(command: Sequence[str], nproc: int, backend: str,
         envs = [base]
         labels = ["hvd"]
     else:
-        configs = local_tf_configs(free_ports(nproc))
+        ports = free_ports(nproc)
+        log.warning(
+            "tf_multiworker: TensorFlow's gRPC server of each worker listens on all network "
+            "interfaces (ports %s), without authentication; TensorFlow cannot bind it to "
+            "127.0.0.1. Run this only where a firewall keeps other hosts from these ports",
+            ", ".join(map(str, ports)))
+        configs = local_tf_configs(ports)
         argvs = [list(command)] * nproc
         envs = [{**base, "TF_CONFIG": json.dumps(c)} for c in configs]
         labels = [str(i) for i in range(nproc)]

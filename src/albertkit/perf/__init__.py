@@ -10,7 +10,8 @@
   :mod:`~albertkit.perf.pipeline` (input pipeline), :mod:`~albertkit.perf.breakdown`
   (the step's pieces);
 * :mod:`albertkit.perf.table` -- :func:`format_table`, the printed Markdown table;
-* :mod:`albertkit.perf.memory` -- FLOPs and the memory planner (pure functions);
+* :mod:`albertkit.perf.memory` -- FLOPs and the batch planner (pure functions; the memory
+  estimate it plans with is :mod:`albertkit.models.footprint`);
 * :mod:`albertkit.perf.cost` -- the data-parallel communication-cost model.
 
 Nothing here imports TensorFlow at import time: workers import it in their own processes.

@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from albertkit.config.sizes import SIZES, AlbertSpec
-from albertkit.perf.memory import default_predictions, parameter_count, training_flops
+from albertkit.models.footprint import default_predictions, parameter_count
+from albertkit.perf.memory import training_flops
 
 REFERENCE_SEQ_PER_S_PER_NODE = 931.0  # ALBERT-base, seq 512, 8 x V100 (p3dn.24xlarge)
 REFERENCE_GPUS_PER_NODE = 8

@@ -156,7 +156,7 @@ class PlannerCheck(_Model):
     predicted_bytes: int
     measured_tensor_peak_bytes: int
     predicted_over_measured: float
-    estimate: dict[str, Any]  # albertkit.perf.memory.MemoryEstimate.as_dict()
+    estimate: dict[str, Any]  # albertkit.models.footprint.MemoryEstimate.as_dict()
 
 
 class RatiosVsHF(_Model):

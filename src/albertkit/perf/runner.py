@@ -32,7 +32,8 @@ import tempfile
 from typing import Any
 
 from albertkit.errors import BenchmarkError
-from albertkit.perf.memory import estimate_memory, training_flops
+from albertkit.models.footprint import estimate_memory
+from albertkit.perf.memory import training_flops
 from albertkit.perf.result import (
     BenchmarkResult,
     DataParallelResult,

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from albertkit.config.sizes import SIZES, AlbertSpec, SizeName
-from albertkit.perf.memory import default_predictions
+from albertkit.models.footprint import default_predictions
 
 Framework = Literal["albertkit", "hf-pytorch"]
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]

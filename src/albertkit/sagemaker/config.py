@@ -57,12 +57,47 @@ _JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 _FSX_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
 _ENV_KEY = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _TAG = re.compile(r"^[\w\s.:/=+\-@]*$")
-# Values that look like credentials (AWS access key ids, PEM keys) must never travel in the
-# request: hyperparameters and environment variables are visible in DescribeTrainingJob.
-_SECRET_VALUE = re.compile(r"(?:AKIA|ASIA)[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----")
-_SECRET_ENV_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-_SECRET_NAME_WORDS = ("SECRET", "PASSWORD", "TOKEN", "PRIVATE_KEY", "CREDENTIAL")
+# Secrets must never travel in the request: tags, hyperparameters and environment variables
+# are all visible to anyone who may call DescribeTrainingJob or list tags.
+# Values that are credentials whatever their name: AWS access key ids, PEM private keys,
+# URLs with a user:password part, and the token formats of common services (GitHub, Hugging
+# Face, OpenAI, Slack, Google API keys).
+_SECRET_VALUE = re.compile(
+    r"(?:AKIA|ASIA)[0-9A-Z]{16}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
+    r"|[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@:]+:[^\s/@]+@"
+    r"|\b(?:gh[oprsu]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z]{30,}"
+    r"|sk-[A-Za-z0-9_\-]{20,}|xox[abprs]-[A-Za-z0-9\-]{10,}|AIza[0-9A-Za-z_\-]{35})"
+)
+# Names that hold secrets: a whole word of the name (split at "_", "-", ".", spaces and
+# camelCase humps) is one of these, so WANDB_API_KEY, GITHUB_PAT or dbPassword are refused
+# while TOKENIZERS_PARALLELISM (a tokenizers setting) or KEYBOARD_LAYOUT are not.
+_SECRET_NAME_WORDS = frozenset({
+    "KEY", "KEYS", "APIKEY", "ACCESSKEY", "SECRETKEY", "PRIVATEKEY",
+    "TOKEN", "TOKENS", "AUTHTOKEN", "ACCESSTOKEN",
+    "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE",
+    "PAT", "AUTH", "CREDENTIAL", "CREDENTIALS", "CREDS",
+})
+_NAME_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
+
+def secret_name_word(name: str) -> str | None:
+    """The word of ``name`` that marks it as holding a secret, or None."""
+    for word in _NAME_WORD.findall(name):
+        if word.upper() in _SECRET_NAME_WORDS:
+            return word
+    return None
+
+
+def secret_value_kind(value: str) -> bool:
+    """True when ``value`` looks like a credential (see ``_SECRET_VALUE``)."""
+    return _SECRET_VALUE.search(value) is not None
+
+
+_SECRET_ADVICE = (
+    "it would be visible in DescribeTrainingJob. Give the execution role the permission "
+    "instead, or read the secret from AWS Secrets Manager inside the job"
+)
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -290,6 +325,15 @@ class SageMakerConfig(_Section):
                 raise ValueError(f"tags: invalid tag key {key!r}")
             if len(value) > 256 or not _TAG.match(value):
                 raise ValueError(f"tags[{key!r}]: invalid tag value {value!r}")
+            word = secret_name_word(key)
+            if word is not None:
+                raise ValueError(
+                    f"tags[{key!r}] looks like a secret ({word!r} in its name); {_SECRET_ADVICE}"
+                )
+            if secret_value_kind(value):
+                raise ValueError(
+                    f"tags[{key!r}] holds what looks like a credential; {_SECRET_ADVICE}"
+                )
         return v
 
     @field_validator("environment")
@@ -305,15 +349,16 @@ class SageMakerConfig(_Section):
                     f"environment[{key!r}]: value of {len(value)} characters exceeds "
                     f"SageMaker's {MAX_ENVIRONMENT_VALUE}"
                 )
-            upper = key.upper()
-            if upper in _SECRET_ENV_NAMES or any(w in upper for w in _SECRET_NAME_WORDS):
+            word = secret_name_word(key)
+            if word is not None:
                 raise ValueError(
-                    f"environment[{key!r}] looks like a secret; environment variables are "
-                    "visible in DescribeTrainingJob. Give the execution role the permission "
-                    "instead, or read the secret from AWS Secrets Manager inside the job"
+                    f"environment[{key!r}] looks like a secret ({word!r} in its name); "
+                    f"{_SECRET_ADVICE}"
                 )
-            if _SECRET_VALUE.search(value):
-                raise ValueError(f"environment[{key!r}] holds what looks like a credential")
+            if secret_value_kind(value):
+                raise ValueError(
+                    f"environment[{key!r}] holds what looks like a credential; {_SECRET_ADVICE}"
+                )
         return v
 
     @field_validator("hyperparameters")
@@ -340,8 +385,13 @@ class SageMakerConfig(_Section):
                     f"SageMaker's limit of {MAX_HYPERPARAMETER_VALUE}; put it in the config "
                     "file instead (it travels as JSON in the uploaded source)"
                 )
-            if _SECRET_VALUE.search(text):
-                raise ValueError(f"hyperparameters[{key!r}] holds what looks like a credential")
+            # Keys are config paths, checked against the config before submission (some
+            # fields have "token" in their name), so only the values are looked at.
+            if secret_value_kind(text):
+                raise ValueError(
+                    f"hyperparameters[{key!r}] holds what looks like a credential; "
+                    f"{_SECRET_ADVICE}"
+                )
         return v
 
     # ------------------------------------------------------------------ combinations

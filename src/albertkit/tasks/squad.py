@@ -294,7 +294,11 @@ class SquadTask(Task):
         return self._tokenizer
 
     def features(
-        self, examples: list[SquadExample], progress: bool = False, with_spans: bool = True
+        self,
+        examples: list[SquadExample],
+        progress: bool = False,
+        with_spans: bool = True,
+        source: str = "<examples>",
     ) -> SquadFeatures:
         d = self.data
         return convert_examples(
@@ -305,6 +309,9 @@ class SquadTask(Task):
             d.max_query_length,
             progress=progress,
             with_spans=with_spans,
+            max_windows_per_example=d.max_windows_per_example,
+            max_total_windows=d.max_total_windows,
+            source=source,
         )
 
     def eval_set(self, progress: bool = False) -> tuple[dict[str, Any], SquadFeatures]:
@@ -314,7 +321,9 @@ class SquadTask(Task):
                 raise ValueError("no evaluation data configured (data.eval_file)")
             raw = read_squad_json(self.data.eval_file)
             examples = parse_squad(raw, self.data.version, source=str(self.data.eval_file))
-            self._eval = (raw, self.features(examples, progress))
+            self._eval = (
+                raw, self.features(examples, progress, source=str(self.data.eval_file))
+            )
         return self._eval
 
     def datasets(self, cfg: TrainerConfig, distributor: Any) -> FinetuneDatasets:
@@ -327,7 +336,10 @@ class SquadTask(Task):
 
         def train_arrays():
             d = self.data
-            train = self.features(read_squad(d.train_file, d.version), progress, with_spans=False)
+            train = self.features(
+                read_squad(d.train_file, d.version), progress, with_spans=False,
+                source=str(d.train_file),
+            )
             log.info("SQuAD v%s: %d training windows from %s", d.version, len(train), d.train_file)
             return {k: train.arrays[k] for k in FEATURE_NAMES}
 

@@ -9,6 +9,7 @@ variables under the distributor's scope) and the accumulation.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,8 @@ from albertkit.config.sizes import AlbertSpec
 if TYPE_CHECKING:
     from albertkit.tasks.base import Task
     from albertkit.training.step import TrainStep
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -58,6 +61,7 @@ def build_model_and_step(cfg: TrainerConfig, distributor: Any,
     keras.utils.set_random_seed(cfg.runtime.seed)
     accum = cfg.runtime.accumulation_steps(distributor.replicas)
     spec = resolve_spec(cfg) if spec is None else spec
+    check_memory(cfg, spec, accum)  # before the first variable is allocated
     task = build_task(cfg, spec)
     with distributor.scope():
         model = task.build_model()
@@ -92,3 +96,65 @@ def resolve_spec(cfg: TrainerConfig) -> AlbertSpec:
             raise ConfigError(f"model.{k}={v} disagrees with model.load_from={src} "
                               f"({k}={base.get(k)})")
     return AlbertSpec(**base)
+
+
+def check_memory(cfg: TrainerConfig, spec: AlbertSpec, accum: int = 1) -> None:
+    """Refuse an architecture whose training step cannot fit this machine's memory.
+
+    The estimate is the memory planner's (:func:`albertkit.models.footprint.estimate_memory`)
+    for one replica at ``runtime.micro_batch_size``; the limit is the total memory of one
+    GPU when TensorFlow sees GPUs, else the host's RAM. Without the check, a downloaded
+    ``config.json`` with a huge ``vocab_size`` goes straight to allocation: minutes of
+    swapping or an out-of-memory kill instead of an error naming the field.
+    """
+    from albertkit.models.footprint import check_fits, default_predictions, estimate_memory
+
+    seq = getattr(cfg.data, "seq_length", None) or getattr(cfg.data, "max_seq_length", None)
+    if seq is None:
+        return
+    preds = getattr(cfg.data, "max_predictions_per_seq", None) or default_predictions(seq)
+    rt = cfg.runtime
+    estimate = estimate_memory(spec, seq, rt.micro_batch_size, rt.precision, preds,
+                               accumulation=accum, remat=rt.remat)
+    device, limit = device_memory()
+    if limit is None:
+        log.debug("device memory unknown: the model-size check is skipped")
+        return
+    origin = (f"model.load_from={cfg.model.load_from}" if cfg.model.load_from is not None
+              else f"model (size={cfg.model.size} with its overrides)")
+    sizes = ", ".join(f"{k}={getattr(spec, k):,}" for k in
+                      ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+                       "intermediate_size", "max_position_embeddings"))
+    what = (f"{origin}: {sizes}; runtime.micro_batch_size={rt.micro_batch_size}, "
+            f"sequence length {seq}, runtime.precision={rt.precision}")
+    check_fits(estimate, limit, device, what)
+
+
+def device_memory() -> tuple[str, int | None]:
+    """(what the memory is, its size in bytes) for one replica: the smallest GPU's total
+    memory (from ``nvidia-smi``) when TensorFlow sees GPUs, else the host's RAM; ``None``
+    when it cannot be found out."""
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        total = _gpu_memory_bytes()
+        return "GPU memory (one GPU)", total
+    import psutil
+
+    return "host RAM", int(psutil.virtual_memory().total)
+
+
+def _gpu_memory_bytes() -> int | None:
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+        mib = [int(line) for line in out.split() if line.strip().isdigit()]
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return min(mib) << 20 if mib else None

@@ -42,7 +42,9 @@ def load_run_model(run_dir: str | Path) -> tuple[TrainerConfig, Any]:
     cfg_path = run_dir / "config.yaml"
     if not cfg_path.is_file():
         raise ConfigError(f"{run_dir}: not an albertkit run (no config.yaml)")
-    cfg = TrainerConfig.from_yaml(cfg_path, [f"run_dir={run_dir}", "model.load_from=null"])
+    cfg = TrainerConfig.from_yaml(
+        cfg_path, values={"run_dir": str(run_dir), "model.load_from": None}
+    )
     spec = AlbertSpec.model_validate_json((run_dir / "model_spec.json").read_text())
     ckpt = CheckpointManager(run_dir / "checkpoints").latest()
     if ckpt is None:

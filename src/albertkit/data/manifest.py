@@ -1,0 +1,83 @@
+"""Reading a prepared dataset's ``manifest.json``: one loader whose errors name the file.
+
+``albertkit prepare-data`` writes the manifest (:mod:`albertkit.data.writer`); the TFRecord
+reader, the pretraining task and the tokenizer writer read it. A manifest edited by hand,
+truncated by a full disk or copied from elsewhere must fail with the file's name and the
+field at fault, never as a ``KeyError`` or ``JSONDecodeError`` from deep inside a reader.
+Only what readers use is checked; everything else in the file passes through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+MANIFEST = "manifest.json"
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _Shard(_Open):
+    file: str = Field(min_length=1)
+    split: str
+    examples: int = Field(ge=0)
+    bytes: int = Field(ge=0)
+
+
+class _Tokenizer(_Open):
+    path: str
+    sha256: str
+    vocab_size: int = Field(gt=0)
+    special_ids: dict[str, int]
+
+
+class _Manifest(_Open):
+    masking: Literal["static", "dynamic"]
+    seq_length: int = Field(gt=0)
+    max_predictions_per_seq: int = Field(gt=0)
+    masking_rules: dict[str, Any]
+    tokenizer: _Tokenizer
+    shards: list[_Shard]
+
+
+def read_manifest(path: str | os.PathLike, error: type[Exception] = ValueError) -> dict[str, Any]:
+    """The parsed manifest at ``path``, checked; problems raise ``error`` naming the file.
+
+    Shard names must be plain file names: a manifest may not point readers outside its
+    own directory.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{path}: cannot read the dataset manifest ({e})") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(
+            f"{path}: line {e.lineno}, column {e.colno}: malformed JSON in the dataset "
+            f"manifest: {e.msg}; prepare the data again (albertkit prepare-data)"
+        ) from None
+    try:
+        _Manifest.model_validate(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "<top level>"
+        raise error(
+            f"{path}: not a valid dataset manifest: {where}: {first['msg']}; prepare the "
+            "data again (albertkit prepare-data)"
+        ) from None
+    for i, shard in enumerate(raw["shards"]):
+        name = shard["file"]
+        if name != Path(name).name or name in (".", ".."):
+            raise error(
+                f"{path}: not a valid dataset manifest: shards.{i}.file={name!r} is not a "
+                "file name inside the dataset directory"
+            )
+    return raw

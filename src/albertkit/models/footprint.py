@@ -1,0 +1,224 @@
+"""Memory footprint of training an ALBERT architecture, from its sizes alone (pure arithmetic).
+
+The planner's model: :func:`estimate_memory` predicts the peak training memory of one
+replica, :func:`parameter_count` counts the weights. It lives with the model description
+(not with the benchmark and the batch planner in :mod:`albertkit.perf.memory`) because training needs it
+too: :func:`check_fits` refuses an architecture, for example one read from a downloaded
+``config.json`` with a huge vocabulary, before a single variable is allocated.
+
+Memory model (one replica, bytes; validated against measured peaks in docs/memory.md):
+
+    state       = weights 4N (+2N compute-dtype copies under mixed precision)
+                + gradients 4N (float32) (+4N accumulator when accumulating)
+                + optimizer 8N (LAMB/AdamW m and v)
+    activations = micro_batch * per-sequence activations (below)
+    peak        = state + activations + workspace
+
+Per sequence, per transformer-layer application and token, the tensors kept for the
+backward pass are counted from the layer's ops: ``ACT_HIDDEN`` H-wide tensors (layer input,
+Q, K, V, head-major copies, context, attention sum and LayerNorm output, FFN sum and
+output), ``ACT_FFN`` F-wide tensors (pre-activation and activation), and the attention
+probabilities (heads x T per token, float32, plus a compute-dtype copy under mixed
+precision). Embeddings and the MLM head (float32 logits, softmax and their gradient at P
+positions) are added once. H- and F-wide tensors take the compute dtype's bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from albertkit.config.sizes import AlbertSpec
+from albertkit.errors import ConfigError
+from albertkit.hardware import GiB
+
+Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
+
+# Per-token, per-layer-application activation tensor counts (see the module docstring).
+# Counted from the ops of AlbertLayer: layer input, Q, K, V and their head-major copies,
+# context (head-major and token-major), attention sum, LayerNorm normalised and output,
+# FFN sum, LayerNorm normalised and output = 15 H-wide; 16 fits the TensorFlow allocator
+# peaks measured for ALBERT-base at seq 128 and 512 (XLA, float32) within 2%
+# (docs/memory.md). FFN: pre-activation and activation.
+ACT_HIDDEN = 16
+ACT_FFN = 2
+
+
+def default_predictions(seq_length: int, masked_lm_prob: float = 0.15) -> int:
+    """``max_predictions_per_seq`` for a masking rate: ceil(0.15 T), 20 at 128, 77 at 512."""
+    return max(1, math.ceil(masked_lm_prob * seq_length))
+
+
+def layer_applications(spec: AlbertSpec) -> int:
+    """Transformer layers run per forward pass (the group is applied num_hidden_layers times)."""
+    return spec.num_hidden_layers * spec.inner_group_num
+
+
+# --------------------------------------------------------------------------- parameters
+def layer_parameter_count(spec: AlbertSpec) -> int:
+    """Parameters of one transformer layer (attention, FFN, two LayerNorms)."""
+    h, f = spec.hidden_size, spec.intermediate_size
+    return 4 * (h * h + h) + 2 * h + (h * f + f) + (f * h + h) + 2 * h
+
+
+def parameter_count(
+    spec: AlbertSpec, pooler: bool = True, mlm_head: bool = True, sop_head: bool = True
+) -> int:
+    """Trainable parameters of ``AlbertForPretraining`` (word embeddings tied to the decoder)."""
+    v, e, h = spec.vocab_size, spec.embedding_size, spec.hidden_size
+    embeddings = (v + spec.max_position_embeddings + spec.type_vocab_size) * e + 2 * e
+    mapping = e * h + h
+    groups = spec.num_hidden_groups * spec.inner_group_num * layer_parameter_count(spec)
+    total = embeddings + mapping + groups + (2 * h if spec.pre_layer_norm else 0)
+    if pooler:
+        total += h * h + h
+    if mlm_head:
+        total += h * e + e + 2 * e + v
+    if sop_head:
+        total += 2 * h + 2
+    return total
+
+
+# --------------------------------------------------------------------------- memory
+def compute_bytes(precision: Precision) -> int:
+    """Bytes per element of the compute dtype (activations)."""
+    if precision == "float32":
+        return 4
+    if precision in ("mixed_float16", "mixed_bfloat16"):
+        return 2
+    raise ValueError(f"precision={precision!r}; expected float32, mixed_float16 or mixed_bfloat16")
+
+
+def activation_bytes_per_sequence(
+    spec: AlbertSpec,
+    seq_length: int,
+    max_predictions: int,
+    precision: Precision,
+    remat: bool = False,
+) -> dict[str, float]:
+    """Activations kept for the backward pass of one sequence, by part (bytes).
+
+    With ``remat`` (each layer application recomputed in the backward pass) only every
+    layer's input is kept (``layers``); ``recomputed_layer`` is the working set of the one
+    layer being recomputed, which :func:`estimate_memory` does not simply add (see there).
+    """
+    b = compute_bytes(precision)
+    mixed = precision != "float32"
+    t, p = seq_length, max_predictions
+    e, h, f, v = spec.embedding_size, spec.hidden_size, spec.intermediate_size, spec.vocab_size
+    n = layer_applications(spec)
+    heads = spec.num_attention_heads
+    per_token_layer = b * (ACT_HIDDEN * h + ACT_FFN * f)
+    per_token_attention = heads * t * (4 + (b if mixed else 0))
+    parts: dict[str, float] = {}
+    if remat:
+        parts["layers"] = float(n * t * b * h)
+        parts["recomputed_layer"] = float(t * (per_token_layer + per_token_attention))
+    else:
+        parts["layers"] = float(n * t * per_token_layer)
+        parts["attention_probs"] = float(n * t * per_token_attention)
+    return {
+        **parts,
+        # word/position/type sum, LayerNorm in/out (E wide), projection output (H wide)
+        "embeddings": float(t * b * (3 * e + h)),
+        # gathered rows, dense/act/LN (E wide); float32 logits, softmax and gradient (V wide)
+        "mlm_head": float(p * (b * (h + 3 * e) + 4 * 3 * v)),
+    }
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Predicted peak training memory of one replica, with its parts (bytes)."""
+
+    parameters: int
+    micro_batch: int
+    state: dict[str, float]
+    activations: dict[str, float]
+
+    @property
+    def state_bytes(self) -> float:
+        return float(sum(self.state.values()))
+
+    @property
+    def activation_bytes(self) -> float:
+        return float(sum(self.activations.values()))
+
+    @property
+    def peak_bytes(self) -> float:
+        return self.state_bytes + self.activation_bytes
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "parameters": self.parameters,
+            "micro_batch": self.micro_batch,
+            "state_bytes": self.state,
+            "activation_bytes": self.activations,
+            "peak_bytes": self.peak_bytes,
+        }
+
+
+def estimate_memory(
+    spec: AlbertSpec,
+    seq_length: int,
+    micro_batch: int,
+    precision: Precision = "float32",
+    max_predictions: int | None = None,
+    accumulation: int = 1,
+    remat: bool = False,
+) -> MemoryEstimate:
+    """Predict the peak memory of one training step of one replica (bytes).
+
+    Args:
+        spec: the architecture.
+        seq_length: tokens per sequence.
+        micro_batch: sequences per forward/backward pass.
+        precision: ``float32``, ``mixed_float16`` or ``mixed_bfloat16``.
+        max_predictions: masked positions per sequence (default 15% of ``seq_length``).
+        accumulation: micro-batches per optimizer step (> 1 adds a gradient accumulator).
+        remat: layers are recomputed in the backward pass (``AlbertEncoder(remat=True)``).
+    """
+    if micro_batch <= 0 or accumulation <= 0:
+        raise ValueError(
+            f"micro_batch={micro_batch} and accumulation={accumulation} must be positive"
+        )
+    preds = max_predictions or default_predictions(seq_length)
+    n = parameter_count(spec)
+    state = {
+        "weights": 4.0 * n,
+        "weight_casts": 2.0 * n if precision != "float32" else 0.0,
+        "gradients": 4.0 * n,
+        "accumulator": 4.0 * n if accumulation > 1 else 0.0,
+        "optimizer": 8.0 * n,
+    }
+    per_seq = activation_bytes_per_sequence(spec, seq_length, preds, precision, remat)
+    recomputed = per_seq.pop("recomputed_layer", None)
+    activations = {k: micro_batch * v for k, v in per_seq.items()}
+    if recomputed is not None:
+        # TF's recompute_grad returns each layer application's weight gradients separately
+        # and they are summed at the end of the backward pass: L float32 copies of one
+        # layer's gradients. Measured (docs/memory.md), the peak is the larger of that and
+        # the recomputed layer's working set, not their sum.
+        weight_grads = 4.0 * layer_applications(spec) * layer_parameter_count(spec)
+        activations["remat_peak"] = max(weight_grads, micro_batch * recomputed)
+    return MemoryEstimate(n, micro_batch, state, activations)
+
+
+def check_fits(
+    estimate: MemoryEstimate, limit_bytes: int, device: str, what: str
+) -> MemoryEstimate:
+    """Raise a ``ConfigError`` when ``estimate`` exceeds ``limit_bytes``.
+
+    ``device`` names the memory (e.g. ``"host RAM"``, ``"GPU memory (A100 40 GB)"``) and
+    ``what`` the settings and where the architecture came from, for the message.
+    """
+    if estimate.peak_bytes <= limit_bytes:
+        return estimate
+    state = estimate.state_bytes
+    raise ConfigError(
+        f"{what}: training needs about {estimate.peak_bytes / GiB:,.1f} GiB per replica "
+        f"({estimate.parameters:,} parameters: {state / GiB:,.1f} GiB of weights, gradients "
+        f"and optimizer state; {estimate.activation_bytes / GiB:,.1f} GiB of activations at "
+        f"micro_batch={estimate.micro_batch}), more than the {limit_bytes / GiB:,.1f} GiB of "
+        f"{device} (estimate of albertkit's memory planner, docs/memory.md)"
+    )
