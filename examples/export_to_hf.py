@@ -69,7 +69,8 @@ def main() -> int:
                                      steps=None if args.tiny else 200)
 
     # The export (what `albertkit export --format hf RUN_DIR OUT_DIR` does).
-    hf_dir = export_run(run_dir, args.hf_dir or out / "hf", format="hf")
+    # overwrite: running the example again replaces its own previous export (only that)
+    hf_dir = export_run(run_dir, args.hf_dir or out / "hf", format="hf", overwrite=True)
     print(f"exported {run_dir} -> {hf_dir}: "
           + ", ".join(sorted(f.name for f in hf_dir.iterdir())))
 

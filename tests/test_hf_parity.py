@@ -399,8 +399,17 @@ def test_mismatched_architecture_and_existing_output_are_refused(tmp_path):
     (tmp_path / "busy" / "keep.txt").write_text("mine")
     with pytest.raises(FileExistsError):
         hf.export_to_hf(qa, tmp_path / "busy")
-    hf.export_to_hf(qa, tmp_path / "busy", overwrite=True)
-    assert sorted(p.name for p in (tmp_path / "busy").iterdir()) == [
+    # overwrite replaces only a previous export (one holding the marker), never other files
+    with pytest.raises(FileExistsError, match="not a previous albertkit export"):
+        hf.export_to_hf(qa, tmp_path / "busy", overwrite=True)
+    assert [p.name for p in (tmp_path / "busy").iterdir()] == ["keep.txt"]
+    hf.export_to_hf(qa, tmp_path / "done")
+    (tmp_path / "done" / "stale.txt").write_text("from the previous export")
+    with pytest.raises(FileExistsError):
+        hf.export_to_hf(qa, tmp_path / "done")
+    hf.export_to_hf(qa, tmp_path / "done", overwrite=True)
+    assert sorted(p.name for p in (tmp_path / "done").iterdir()) == [
+        hf.EXPORT_MARKER,
         "config.json",
         "model.safetensors",
     ]

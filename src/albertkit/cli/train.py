@@ -130,6 +130,9 @@ def add_export_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("run_dir", type=Path)
     p.add_argument("out_dir", type=Path)
     p.add_argument("--format", choices=["hf", "albertkit"], default="hf")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a previous export in OUT_DIR (a directory holding anything "
+                        "else is never replaced)")
     p.set_defaults(func=run_export)
     return p
 
@@ -137,6 +140,6 @@ def add_export_parser(subparsers) -> argparse.ArgumentParser:
 def run_export(args: argparse.Namespace) -> int:
     from albertkit.training.export import export_run
 
-    out = export_run(args.run_dir, args.out_dir, format=args.format)
+    out = export_run(args.run_dir, args.out_dir, format=args.format, overwrite=args.overwrite)
     print(f"exported {args.run_dir} -> {out} ({args.format})")
     return 0

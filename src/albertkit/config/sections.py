@@ -574,6 +574,11 @@ class CheckpointConfig(_Section):
     keep_best: StrictBool = Field(
         True, description="Checkpoint at each new best eval metric and keep that checkpoint."
     )
+    allow_fresh_start_if_damaged: StrictBool = Field(
+        False,
+        description="When checkpoints exist but none verifies, move them to "
+        "checkpoints/damaged/ and start from step 0 (default: refuse with an error).",
+    )
 
 
 class LoggingConfig(_Section):

@@ -67,6 +67,8 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
 PICKLE_FILES = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+# Written into every export: only a directory holding it may be replaced by a new export.
+EXPORT_MARKER = ".albertkit-export.json"
 TOKENIZER_FILES = (
     "spiece.model",
     "tokenizer.json",
@@ -295,7 +297,9 @@ def _weight_files(hf_dir: Path) -> list[Path]:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise ValueError(f"{index}: not a safetensors index ({e})") from None
-        return [hf_dir / f for f in sorted(set(weight_map.values()))]
+        if not isinstance(weight_map, dict):
+            raise ValueError(f"{index}: 'weight_map' must map tensor names to file names")
+        return [_shard_path(hf_dir, index, f) for f in sorted(set(map(str, weight_map.values())))]
     for name in PICKLE_FILES:
         if (hf_dir / name).is_file():
             raise ValueError(
@@ -308,6 +312,20 @@ def _weight_files(hf_dir: Path) -> list[Path]:
                 "Hub usually offers next to the .bin"
             )
     raise FileNotFoundError(f"{hf_dir}: no {WEIGHTS_FILE} (nor {WEIGHTS_INDEX_FILE})")
+
+
+def _shard_path(hf_dir: Path, index: Path, name: str) -> Path:
+    """``hf_dir / name`` for a shard named in the index, refused unless it stays inside
+    ``hf_dir``: a downloaded index must not make us read weights from anywhere else."""
+    rel = Path(name)
+    if not name or rel.is_absolute() or ".." in rel.parts:
+        raise ValueError(f"{index}: shard file name {name!r} is absolute or contains '..'; "
+                         f"shards must be files inside {hf_dir}")
+    path = hf_dir / rel
+    if not path.resolve().is_relative_to(hf_dir.resolve()):
+        raise ValueError(f"{index}: shard file {name!r} resolves outside {hf_dir} "
+                         "(a symbolic link?); shards must be files inside the model folder")
+    return path
 
 
 def _read_bf16(path: Path, name: str) -> np.ndarray:
@@ -500,7 +518,8 @@ def export_to_hf(
             also be exported as ``AlbertForMaskedLM`` (pooler and SOP head dropped).
         tokenizer_dir: a tokenizer directory whose files are copied alongside.
         id2label: label names for a classification model (default ``LABEL_i``).
-        overwrite: replace an existing non-empty ``out_dir``.
+        overwrite: replace an existing non-empty ``out_dir``; only allowed if it is a
+            previous export (holds ``.albertkit-export.json``).
 
     Returns:
         ``out_dir`` as a Path.
@@ -528,10 +547,10 @@ def export_to_hf(
                 f"{tokenizer_dir}: no spiece.model or tokenizer.json: not a tokenizer directory"
             )
 
-    if out_dir.exists() and not overwrite and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise FileExistsError(f"{out_dir} exists and is not empty (pass overwrite=True)")
+    check_export_target(out_dir, overwrite=overwrite)
     tmp = temp_dir_beside(out_dir)
     try:
+        write_export_marker(tmp, {"format": "hf", "architecture": architecture})
         write_synced(tmp / CONFIG_FILE, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
         write_synced(tmp / WEIGHTS_FILE, save(state, metadata={"format": "pt"}))
         for src in tokenizer_files:
@@ -541,4 +560,52 @@ def export_to_hf(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
+
+
+def check_export_target(out_dir: str | os.PathLike, *, overwrite: bool,
+                        protect: tuple[str | os.PathLike, ...] = ()) -> None:
+    """Refuse an export target whose replacement could delete what the export did not write.
+
+    An export replaces ``out_dir`` as a whole, so ``out_dir`` must not be the working
+    directory or above it, nor equal to, inside or above any ``protect`` directory (the run
+    being exported); an existing non-empty ``out_dir`` is replaced only with ``overwrite``
+    AND when it holds the marker of a previous export.
+    """
+    given = Path(out_dir)
+    out = given.resolve()
+    cwd = Path.cwd().resolve()
+    if out == cwd or out in cwd.parents:
+        raise ValueError(f"out_dir={given} is the working directory or a folder above it: an "
+                         "export replaces its whole out_dir; choose a new directory")
+    for keep in protect:
+        keep = Path(keep).resolve()
+        where = ("the run directory" if out == keep else "inside the run directory"
+                 if keep in out.parents else "above the run directory" if out in keep.parents
+                 else None)
+        if where:
+            raise ValueError(f"out_dir={given} is {where} {keep}: an export replaces its whole "
+                             "out_dir, which would delete the run; choose a directory outside it")
+    if not given.exists() and not given.is_symlink():
+        return
+    if not given.is_dir():
+        raise FileExistsError(f"out_dir={given} exists and is not a directory")
+    if not any(given.iterdir()):
+        return
+    if not overwrite:
+        raise FileExistsError(f"out_dir={given} exists and is not empty; pass --overwrite "
+                              "(overwrite=True) to replace a previous export there")
+    if not (given / EXPORT_MARKER).is_file():
+        raise FileExistsError(
+            f"out_dir={given} is not empty and holds no {EXPORT_MARKER}, so it is not a "
+            "previous albertkit export; it is never replaced, even with --overwrite: choose a "
+            "new or empty directory")
+
+
+def write_export_marker(directory: Path, info: dict[str, Any]) -> None:
+    """Mark ``directory`` as an albertkit export (what a later ``overwrite`` may replace)."""
+    import time
+
+    record = {"written_by": "albertkit export",
+              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **info}
+    write_synced(directory / EXPORT_MARKER, (json.dumps(record, indent=2) + "\n").encode())
 

@@ -297,8 +297,9 @@ def run(env: ContainerEnv, apply_environment: bool = True) -> int:
         )
         return EXIT_INTERRUPTED
     env.model_dir.mkdir(parents=True, exist_ok=True)
-    trainer.export(env.model_dir / "albertkit", format="albertkit")
-    trainer.export(env.model_dir / "hf", format="hf")
+    # a restarted job may find its own earlier exports here: replace those (only those)
+    trainer.export(env.model_dir / "albertkit", format="albertkit", overwrite=True)
+    trainer.export(env.model_dir / "hf", format="hf", overwrite=True)
     _copy(run_dir / "summary.json", env.model_dir / "summary.json")
     log.info("model written to %s (albertkit/ and hf/)", env.model_dir)
     return 0

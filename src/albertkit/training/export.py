@@ -5,6 +5,11 @@
 * ``export_run(run_dir, out_dir, "albertkit")`` writes a self-contained albertkit directory
   (``config.yaml``, ``model_spec.json``, ``tokenizer/``, ``checkpoints/ckpt-N``) that a
   config can name in ``model.load_from``.
+* Every export is written into a temporary sibling directory, marked with
+  ``.albertkit-export.json`` and swapped in whole. ``out_dir`` must not be the run, inside it
+  or above it, nor the working directory or above it; an existing non-empty ``out_dir`` is
+  replaced only with ``overwrite=True`` and only if it is a previous export (holds the
+  marker), so an export never deletes what it did not write.
 * ``initialise_from(model, src)`` fills a model from a Hugging Face directory or an albertkit
   run/export: weights are matched by their Hugging Face names, so a pretraining run can start
   a SQuAD or classification model (the new head keeps its initialisation, with a warning).
@@ -56,9 +61,18 @@ def run_tokenizer_dir(run_dir: Path) -> Path | None:
     return tok if tok.is_dir() else None
 
 
-def export_run(run_dir: str | Path, out_dir: str | Path, format: str = "hf") -> Path:
-    """Export the newest checkpoint of ``run_dir`` to ``out_dir`` (``hf`` or ``albertkit``)."""
+def export_run(run_dir: str | Path, out_dir: str | Path, format: str = "hf",
+               overwrite: bool = False) -> Path:
+    """Export the newest checkpoint of ``run_dir`` to ``out_dir`` (``hf`` or ``albertkit``).
+
+    ``overwrite`` replaces a previous export in ``out_dir``; anything else there is refused.
+    """
+    from albertkit.models.hf import check_export_target, write_export_marker
+
     run_dir, out_dir = Path(run_dir), Path(out_dir)
+    if format not in ("hf", "albertkit"):
+        raise ValueError(f"format={format!r}: expected 'hf' or 'albertkit'")
+    check_export_target(out_dir, overwrite=overwrite, protect=(run_dir,))
     if format == "hf":
         from albertkit.models.hf import export_to_hf
 
@@ -69,26 +83,27 @@ def export_run(run_dir: str | Path, out_dir: str | Path, format: str = "hf") -> 
                 and len(labels) == getattr(model, "num_labels", -1):
             id2label = dict(enumerate(labels))
         return export_to_hf(model, out_dir, tokenizer_dir=run_tokenizer_dir(run_dir),
-                            id2label=id2label, overwrite=True)
+                            id2label=id2label, overwrite=overwrite)
     if format == "albertkit":
         ckpt = CheckpointManager(run_dir / "checkpoints").latest()
         if ckpt is None:
             raise CheckpointError(f"{run_dir / 'checkpoints'}: no usable checkpoint to export")
         tmp = temp_dir_beside(out_dir)
         try:
+            write_export_marker(tmp, {"format": "albertkit", "run_dir": str(run_dir),
+                                      "step": ckpt.step})
             for name in ("config.yaml", "model_spec.json"):
                 shutil.copy2(run_dir / name, tmp / name)
             tok = run_tokenizer_dir(run_dir)
             if tok is not None:
                 shutil.copytree(tok, tmp / TOKENIZER_SUBDIR)
             shutil.copytree(ckpt.path, tmp / "checkpoints" / ckpt.path.name)
-            # an earlier export stays readable until the new one is complete
+            # swap, then delete the old export: a crash in between never loses both
             replace_dir(tmp, out_dir)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        return out_dir
-    raise ValueError(f"format={format!r}: expected 'hf' or 'albertkit'")
+    return out_dir
 
 
 def initialise_from(model: Any, src: str | Path, spec: Any = None) -> list[str]:

@@ -33,7 +33,7 @@ from albertkit.errors import CheckpointError, TrainingError
 from albertkit.fileio import atomic_write_text, replace_dir
 from albertkit.tasks.base import TaskData
 from albertkit.training.builders import ModelAndStep, build_model_and_step
-from albertkit.training.checkpoint import CheckpointManager
+from albertkit.training.checkpoint import CheckpointManager, RunDirLock
 from albertkit.training.hooks import (
     Checkpointing,
     EvalAndBest,
@@ -73,6 +73,7 @@ class AlbertTrainer:
         self._distributor = distributor
         self.summary: dict[str, Any] | None = None
         self._stop = threading.Event()
+        self._lock: RunDirLock | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -87,11 +88,16 @@ class AlbertTrainer:
                 (the schedule still runs to ``runtime.max_steps``; a later ``fit()`` resumes).
         """
         with stop_on_signals(self._stop):
-            run = self._build(for_training=True)
             try:
-                self.summary = self._train(run, until_step)
+                run = self._build(for_training=True)
+                try:
+                    self.summary = self._train(run, until_step)
+                finally:
+                    run.logger.close()
             finally:
-                run.logger.close()
+                if self._lock is not None:
+                    self._lock.release()
+                    self._lock = None
         return self
 
     def evaluate(self) -> dict[str, float]:
@@ -108,11 +114,14 @@ class AlbertTrainer:
 
         return to_sagemaker(self.config, **overrides)
 
-    def export(self, out_dir: str | Path, format: str = "hf") -> Path:
-        """Export the newest checkpoint as a Hugging Face directory (``format="hf"``)."""
+    def export(self, out_dir: str | Path, format: str = "hf", overwrite: bool = False) -> Path:
+        """Export the newest checkpoint as a Hugging Face directory (``format="hf"``).
+
+        ``overwrite`` replaces a previous export in ``out_dir`` (never anything else).
+        """
         from albertkit.training.export import export_run
 
-        return export_run(self.run_dir, Path(out_dir), format=format)
+        return export_run(self.run_dir, Path(out_dir), format=format, overwrite=overwrite)
 
     # ================================================================== building
     def _build(self, for_training: bool) -> _Run:
@@ -123,7 +132,6 @@ class AlbertTrainer:
             limit_malloc_arenas(cfg.runtime.malloc_arenas)
         distributor = self._distributor or build_distributor(cfg.distributed)
         self._distributor = distributor
-        parts = build_model_and_step(cfg, distributor)
         is_chief = distributor.is_chief
         if is_chief and for_training:
             try:
@@ -131,6 +139,10 @@ class AlbertTrainer:
             except OSError as e:
                 raise TrainingError(f"run_dir={self.run_dir} cannot be created or written: "
                                     f"{e.strerror or e}") from None
+            # held until fit() returns: a second trainer here is refused before it builds a
+            # model or touches the checkpoints (only the chief writes, so only the chief locks)
+            self._lock = RunDirLock(self.run_dir).acquire()
+        parts = build_model_and_step(cfg, distributor)
         logger = RunLogger(self.run_dir, enabled=is_chief and for_training,
                            tensorboard=cfg.logging.tensorboard)
         checkpoints = Checkpointing(
@@ -141,7 +153,7 @@ class AlbertTrainer:
             cfg.checkpoint.every_steps, cfg.runtime.max_steps)
         run = _Run(**vars(parts), distributor=distributor, checkpoints=checkpoints,
                    logger=logger)
-        resumed = cfg.checkpoint.resume and self._restore(run)
+        resumed = cfg.checkpoint.resume and self._restore(run, is_chief and for_training)
         model, spec = run.model, run.spec
         if not resumed and cfg.model.load_from is not None:
             from albertkit.training.export import initialise_from
@@ -178,8 +190,11 @@ class AlbertTrainer:
                 "replicas": distributor.replicas,
                 "shuffle_buffer": getattr(self.config.data, "shuffle_buffer", None)}
 
-    def _restore(self, run: _Run) -> bool:
-        ckpt = run.checkpoints.manager.latest()
+    def _restore(self, run: _Run, writer: bool) -> bool:
+        # only the process that writes checkpoints moves damaged ones aside
+        ckpt = run.checkpoints.manager.resume_point(
+            allow_fresh_start=self.config.checkpoint.allow_fresh_start_if_damaged,
+            quarantine=writer)
         if ckpt is None:
             return False
         saved_spec = ckpt.state.get("model_spec")
