@@ -18,11 +18,20 @@
 # Options (each also settable by environment variable):
 #   --python PATH   interpreter whose environment gets Horovod       (PYTHON, default: python3)
 #   --gpu           NCCL GPU operations; needs CUDA + NCCL            (HOROVOD_BUILD_GPU=1)
-#                   (NCCL found via HOROVOD_NCCL_HOME / the CUDA paths, as Horovod documents)
+#                   (NCCL found via HOROVOD_NCCL_HOME / the CUDA paths, as Horovod documents).
+#                   Without a CUDA toolkit (no HOROVOD_CUDA_HOME, no nvcc on PATH) the
+#                   compiler, headers and libraries come from the nvidia-* wheels that
+#                   `tensorflow[and-cuda]` installed, assembled into a temporary CUDA tree;
+#                   NCCL is then linked dynamically to the wheel's libnccl.so.2.
 #   --mpi           require MPI (mpicc on PATH); default: Gloo only   (HOROVOD_BUILD_MPI=1)
 #   --force         rebuild even if horovod.tensorflow already imports
 #   --verify        afterwards run `horovodrun -np 2 --gloo` on a two-rank all-reduce (CPU)
 #   -h, --help      this text
+#
+# GPU builds are patched for TensorFlow >= 2.18, whose shared objects no longer define
+# stream_executor::gpu::AsGpuStreamValue (Horovod's mpi_ops.cc declares and calls it, so the
+# library would build and then fail to load): the patched source asks the Stream for its
+# platform handle instead (Stream::platform_specific_handle().stream, the cudaStream_t).
 #
 # Needs: a C++17 compiler (g++), make, cmake >= 3.13 (installed from PyPI into the
 # environment when missing), TensorFlow already installed. Takes about 3.5 minutes on 2 cores.
@@ -134,9 +143,96 @@ else
 fi
 export MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}"
 
+# --------------------------------------------------------------------------- GPU: CUDA from wheels
+cuda_tree_from_wheels() {
+  # nvcc finds its helpers relative to itself (nvcc.profile: TOP = bin/..), so the compiler
+  # package is copied whole; headers and libraries of the other wheels are linked beside it.
+  local nv tree d f name
+  nv="$("$PY" -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null)" \
+    || die "--gpu: no CUDA toolkit and no nvidia-* wheels in $PY (pip install 'tensorflow[and-cuda]')"
+  [[ -x "$nv/cuda_nvcc/bin/nvcc" ]] || die "--gpu: $nv/cuda_nvcc/bin/nvcc missing (pip install nvidia-cuda-nvcc-cu12)"
+  [[ -f "$nv/nccl/include/nccl.h" ]] || die "--gpu: $nv/nccl/include/nccl.h missing (pip install nvidia-nccl-cu12)"
+  tree="$SHIM/cuda"
+  cp -a "$nv/cuda_nvcc" "$tree"
+  mkdir -p "$tree/include" "$tree/lib64"
+  for d in "$nv"/*/include; do
+    for f in "$d"/*; do
+      name="${f##*/}"
+      [[ -e "$tree/include/$name" ]] || ln -s "$f" "$tree/include/$name"
+    done
+  done
+  for d in "$nv"/*/lib; do
+    for f in "$d"/*.so* "$d"/*.a; do
+      [[ -e "$f" ]] || continue
+      name="${f##*/}"
+      [[ -e "$tree/lib64/$name" ]] || ln -s "$f" "$tree/lib64/$name"
+      # the wheels ship only versioned sonames; the linker wants the bare names
+      [[ "$name" =~ ^(lib[^.]+)\.so\.[0-9]+$ && ! -e "$tree/lib64/${BASH_REMATCH[1]}.so" ]] \
+        && ln -s "$f" "$tree/lib64/${BASH_REMATCH[1]}.so"
+    done
+  done
+  echo "$tree"
+}
+
+# --------------------------------------------------------------------------- source + patch
+SRC="$SHIM/src"
+mkdir -p "$SRC"
+if [[ "$GPU" == 1 ]]; then
+  if [[ -z "${HOROVOD_CUDA_HOME:-}" ]] && ! command -v nvcc >/dev/null 2>&1; then
+    CUDA_TREE="$(cuda_tree_from_wheels)"
+    export HOROVOD_CUDA_HOME="$CUDA_TREE" CUDA_HOME="$CUDA_TREE" CUDAToolkit_ROOT="$CUDA_TREE"
+    export PATH="$CUDA_TREE/bin:$PATH"
+    export HOROVOD_NCCL_INCLUDE="$CUDA_TREE/include" HOROVOD_NCCL_LIB="$CUDA_TREE/lib64"
+    export HOROVOD_NCCL_LINK=SHARED
+    # the wheels carry no static CUDA runtime: link libcudart.so.12, as TensorFlow does
+    CUDA_RUNTIME=Shared
+    echo "build_horovod.sh: CUDA from the nvidia-* wheels: $("$CUDA_TREE/bin/nvcc" --version | tail -n1)"
+  fi
+  "$PY" -m pip download --no-deps --no-binary :all: --no-cache-dir -q -d "$SRC" "horovod==$HOROVOD_VERSION"
+  tar -xzf "$SRC/horovod-$HOROVOD_VERSION.tar.gz" -C "$SRC"
+  HVD_SRC="$SRC/horovod-$HOROVOD_VERSION"
+  "$PY" - "$HVD_SRC" "${CUDA_RUNTIME:-}" <<'PATCH'
+import pathlib, re, sys
+root, runtime = pathlib.Path(sys.argv[1]), sys.argv[2]
+ops = root / "horovod" / "tensorflow" / "mpi_ops.cc"
+text = ops.read_text()
+declaration = re.compile(
+    r"// Forward declaration of AsGpuStreamValue\nnamespace stream_executor \{\nnamespace gpu \{\n"
+    r"GpuStreamHandle AsGpuStreamValue\(Stream\* stream\);\n\} // namespace stream_executor\n"
+    r"\} // namespace gpu\n")
+text, n = declaration.subn("", text)
+assert n == 1, "mpi_ops.cc: AsGpuStreamValue declaration not found (not Horovod 0.28.1?)"
+calls = text.count("stream_executor::gpu::AsGpuStreamValue(")
+assert calls >= 1, "mpi_ops.cc: no AsGpuStreamValue call"
+text = text.replace("stream_executor::gpu::AsGpuStreamValue(", "HorovodGpuStream(")
+helper = (
+    "\n// TensorFlow >= 2.18 no longer exports stream_executor::gpu::AsGpuStreamValue; the\n"
+    "// Stream hands out its native handle itself.\n"
+    "static inline GpuStreamHandle HorovodGpuStream(stream_executor::Stream* stream) {\n"
+    "  return static_cast<GpuStreamHandle>(stream->platform_specific_handle().stream);\n"
+    "}\n"
+)
+anchor = "#endif // HAVE_GPU\n"
+index = text.index(anchor) + len(anchor)
+text = text[:index] + "#if HAVE_GPU" + helper + "#endif // HAVE_GPU\n" + text[index:]
+ops.write_text(text)
+print(f"build_horovod.sh: patched {ops.name}: {calls} AsGpuStreamValue calls")
+if runtime:
+    cmake = root / "CMakeLists.txt"
+    text = cmake.read_text()
+    old = 'set(CMAKE_CUDA_RUNTIME_LIBRARY "Static")'
+    assert old in text, "CMakeLists.txt: CUDA runtime default not found"
+    cmake.write_text(text.replace(old, f'set(CMAKE_CUDA_RUNTIME_LIBRARY "{runtime}")'))
+    print(f"build_horovod.sh: CUDA runtime linked {runtime.lower()}")
+PATCH
+  TARGET="$HVD_SRC"
+else
+  TARGET="horovod==$HOROVOD_VERSION"
+fi
+
 echo "build_horovod.sh: building horovod==$HOROVOD_VERSION for $PY (TensorFlow at $TF_DIR; gpu=$GPU mpi=$MPI)"
 start=$SECONDS
-"$PY" -m pip install --no-build-isolation --no-cache-dir "horovod==$HOROVOD_VERSION"
+"$PY" -m pip install --no-build-isolation --no-cache-dir "$TARGET"
 "$PY" -c "import horovod.tensorflow" || die "horovod installed but horovod.tensorflow does not import"
 echo "build_horovod.sh: built and installed horovod==$HOROVOD_VERSION in $((SECONDS - start)) s"
 "$BIN_DIR/horovodrun" --check-build || true

@@ -105,6 +105,23 @@ def test_invalid_combinations_are_refused_with_clear_messages():
     refused(r"Extra inputs are not permitted", instance_typ="ml.p4d.24xlarge")
 
 
+def test_secret_names_are_matched_as_whole_words():
+    # a name is refused for a secret word between underscores, not for a word that merely
+    # starts with one (TOKENIZERS_PARALLELISM is the tokenizers library's thread switch)
+    for name in ("HF_TOKEN", "WANDB_API_TOKEN", "DB_PASSWORD", "MY_SECRET", "SSH_PRIVATE_KEY",
+                 "GOOGLE_CREDENTIALS", "AWS_SECRET_ACCESS_KEY", "TOKEN"):
+        refused(r"looks like a secret", environment={name: "x"})
+    allowed = {"TOKENIZERS_PARALLELISM": "false", "NCCL_DEBUG": "WARN", "SECRETARIAT_MODE": "1"}
+    assert SageMakerConfig.model_validate(sm(environment=allowed)).environment == allowed
+
+
+def test_hyperparameter_names_are_dotted_config_paths():
+    for key in ("optimizer-learning_rate", "optimizer__learning_rate", "a b", ".runtime", "x."):
+        refused(r"is not a dotted config path", hyperparameters={key: 1})
+    ok = SageMakerConfig.model_validate(sm(hyperparameters={"runtime.max_steps": 5}))
+    assert ok.hyperparameters == {"runtime.max_steps": 5}
+
+
 def test_valid_combinations_pass():
     SageMakerConfig.model_validate(sm(inputs={"train": FSX}, **NET))
     SageMakerConfig.model_validate(
@@ -294,8 +311,9 @@ def test_plan_field_by_field():
     assert plan["TrainingJobName"] == "albert-base-20250101000000"
     assert plan["HyperParameters"] == {
         "config": "albertkit_config.json",
-        "optimizer.learning_rate": "0.002",
-        "runtime.xla": "false",
+        # dots travel as "__": the SDK driver exports each name as SM_HP_<NAME>
+        "optimizer__learning_rate": "0.002",
+        "runtime__xla": "false",
     }
     algo = plan["AlgorithmSpecification"]
     assert algo["TrainingImage"] == IMAGE and algo["TrainingInputMode"] == "File"

@@ -163,7 +163,7 @@ def test_fit_no_wait_submits_the_planned_request(aws, tmp_path):
     assert d["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}
     assert d["HyperParameters"] == {
         "config": "albertkit_config.json",
-        "optimizer.learning_rate": "0.002",
+        "optimizer__learning_rate": "0.002",
     }
     assert d["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/albertkit"
     plan = job.plan(job_name=job.job_name)

@@ -54,7 +54,18 @@ _TAG = re.compile(r"^[\w\s.:/=+\-@]*$")
 # request: hyperparameters and environment variables are visible in DescribeTrainingJob.
 _SECRET_VALUE = re.compile(r"(?:AKIA|ASIA)[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----")
 _SECRET_ENV_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-_SECRET_NAME_WORDS = ("SECRET", "PASSWORD", "TOKEN", "PRIVATE_KEY", "CREDENTIAL")
+# Whole words of a variable name (split at "_"), so HF_TOKEN or DB_PASSWORD are refused while
+# TOKENIZERS_PARALLELISM (a tokenizers setting) is not.
+_SECRET_NAME = re.compile(
+    r"(?:^|_)(?:SECRETS?|PASSWORDS?|PASSWD|TOKENS?|PRIVATE_KEY|CREDENTIALS?)(?:_|$)"
+)
+# A hyperparameter override is a dotted config path (optimizer.learning_rate). On the wire the
+# dots become "__": the SageMaker SDK's container driver exports every hyperparameter as the
+# shell variable SM_HP_<KEY> and sources that file under `set -e`, and a dot in a variable
+# name stops the job before training ("not a valid identifier").
+HYPERPARAMETER_SEPARATOR = "__"
+_PATH_PART = r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*"  # no "__", so the encoding reverses
+_DOTTED_PATH = re.compile(rf"^{_PATH_PART}(?:\.{_PATH_PART})*$")
 
 
 class _Section(BaseModel):
@@ -282,7 +293,7 @@ class SageMakerConfig(_Section):
                     f"SageMaker's {MAX_ENVIRONMENT_VALUE}"
                 )
             upper = key.upper()
-            if upper in _SECRET_ENV_NAMES or any(w in upper for w in _SECRET_NAME_WORDS):
+            if upper in _SECRET_ENV_NAMES or _SECRET_NAME.search(upper):
                 raise ValueError(
                     f"environment[{key!r}] looks like a secret; environment variables are "
                     "visible in DescribeTrainingJob. Give the execution role the permission "
@@ -308,6 +319,11 @@ class SageMakerConfig(_Section):
                 raise ValueError(
                     f"hyperparameters: key {key[:40]!r}... is longer than "
                     f"{MAX_HYPERPARAMETER_KEY} characters"
+                )
+            if not _DOTTED_PATH.match(key):
+                raise ValueError(
+                    f"hyperparameters: key {key!r} is not a dotted config path like "
+                    "optimizer.learning_rate (letters, digits, single '_' between words, '.')"
                 )
             text = hyperparameter_text(value)
             if len(text) > MAX_HYPERPARAMETER_VALUE:
@@ -406,6 +422,18 @@ class SageMakerConfig(_Section):
     def backend(self) -> Literal["single", "horovod", "tf_multiworker"]:
         """The albertkit ``distributed.backend`` the job's processes use."""
         return "single" if self.distribution is None else self.distribution.kind
+
+
+def hyperparameter_key(path: str) -> str:
+    """The request's name for the override of dotted config ``path``
+    (``optimizer.learning_rate`` -> ``optimizer__learning_rate``): a valid shell name."""
+    return path.replace(".", HYPERPARAMETER_SEPARATOR)
+
+
+def config_path(key: str) -> str:
+    """The dotted config path a hyperparameter name stands for (inverse of
+    :func:`hyperparameter_key`; dotted names, e.g. from an older job, pass unchanged)."""
+    return key.replace(HYPERPARAMETER_SEPARATOR, ".")
 
 
 def hyperparameter_text(value: HyperparameterValue) -> str:

@@ -25,12 +25,13 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import posixpath
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from albertkit.config import ConfigError, TrainerConfig, apply_overrides
 from albertkit.sagemaker.config import (
     CONFIG_HYPERPARAMETER,
     SageMakerConfig,
+    config_path,
     hyperparameter_text,
 )
 from albertkit.sagemaker.job import CONFIG_FILE, path_under
@@ -49,6 +51,11 @@ log = logging.getLogger("albertkit")
 
 SAGEMAKER_ROOT = "/opt/ml"
 EXIT_INTERRUPTED = 143  # 128 + SIGTERM: stopped or spot-interrupted, checkpoint written
+# The image's container-start hook (docker/container_start.sh) forwards SIGTERM to the PIDs
+# named in this directory; the hook creates it on every host, so ranks that MPI starts over
+# ssh (without the hook's environment) find it too.
+TRAINER_DIR_ENV = "ALBERTKIT_TRAINER_DIR"
+DEFAULT_TRAINER_DIR = "/run/albertkit/trainers"
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,8 @@ def read_container_env(
             }
         )
     hps.update(parse_cli_hyperparameters(list(argv or [])))
+    # the request names overrides optimizer__learning_rate; the config wants the dotted path
+    hps = {config_path(k): v for k, v in hps.items()}
 
     return ContainerEnv(
         root=root,
@@ -247,6 +256,29 @@ def pin_gpus(backend: str, local_rank: int) -> None:
     tf.config.set_visible_devices(gpus[local_rank % len(gpus)], "GPU")
 
 
+@contextlib.contextmanager
+def registered_trainer(environ: Mapping[str, str]) -> Iterator[Path | None]:
+    """Name this process in the trainer directory while it runs, so that a SIGTERM sent to the
+    container's PID 1 (a job stop, a spot interruption) reaches it and it can checkpoint.
+
+    Outside the image (no such directory) this does nothing.
+    """
+    directory = Path(environ.get(TRAINER_DIR_ENV) or DEFAULT_TRAINER_DIR)
+    registered: Path | None = None
+    if directory.is_dir():
+        try:
+            registered = directory / str(os.getpid())
+            registered.touch()
+        except OSError as e:
+            log.warning("cannot register for signal forwarding in %s: %s", directory, e)
+            registered = None
+    try:
+        yield registered
+    finally:
+        if registered is not None:
+            registered.unlink(missing_ok=True)
+
+
 def _copy(src: Path, dst: Path) -> None:
     if src.is_file():
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -315,7 +347,8 @@ def main(
     environ = os.environ if environ is None else environ
     try:
         env = read_container_env(environ, root_dir, argv)
-        return run(env)
+        with registered_trainer(environ):
+            return run(env)
     except ConfigError as e:
         log.error("%s", e)
         failure = Path(root_dir) / "output" / "failure"

@@ -44,6 +44,7 @@ from albertkit.config import ConfigError, TrainerConfig, apply_overrides, atomic
 from albertkit.sagemaker.config import (
     CONFIG_HYPERPARAMETER,
     SageMakerConfig,
+    hyperparameter_key,
     hyperparameter_text,
 )
 from albertkit.sagemaker.instances import instance_spec
@@ -278,10 +279,15 @@ class SageMakerJob:
 
     # ------------------------------------------------------------------ pure parts
     def hyperparameters(self) -> dict[str, str]:
-        """The job's hyperparameters: the config file name plus dotted scalar overrides."""
+        """The job's hyperparameters: the config file name plus scalar overrides, each named
+        by its config path with ``__`` for ``.`` (``optimizer__learning_rate``), because the
+        SDK's driver turns every name into a shell variable."""
         hps = {CONFIG_HYPERPARAMETER: CONFIG_FILE}
         hps.update(
-            {k: hyperparameter_text(v) for k, v in self.sagemaker_config.hyperparameters.items()}
+            {
+                hyperparameter_key(k): hyperparameter_text(v)
+                for k, v in self.sagemaker_config.hyperparameters.items()
+            }
         )
         return hps
 
