@@ -37,6 +37,7 @@ EXPECTED_INVALID: dict[str, str] = {}
 # Configs with a `sagemaker:` section are loaded as `albertkit launch` loads them: with the
 # values their header says to export (ALBERTKIT_SM_*, from the infra stack) as defaults.
 LAUNCH_ENV = {
+    "ALBERTKIT_SM_BUCKET": "albertkit-123456789012-us-east-1",
     "ALBERTKIT_SM_ROLE_ARN": "arn:aws:iam::123456789012:role/albertkit-sagemaker",
     "ALBERTKIT_SM_IMAGE_URI": "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest",
     "ALBERTKIT_SM_OUTPUT_PATH": "s3://albertkit-data-123456789012/output",

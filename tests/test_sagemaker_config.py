@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -475,3 +476,33 @@ def test_shipped_sagemaker_examples_validate():
         )
         plan = smjob.to_sagemaker(cfg).plan()
         assert plan["ResourceConfig"]["InstanceType"].startswith("ml."), path
+
+
+def test_example_buckets_come_from_the_environment():
+    # the shipped examples name no bucket: ALBERTKIT_SM_BUCKET (the stack's) fills s3://{bucket}/
+    root = Path(__file__).resolve().parents[1] / "examples" / "configs"
+    env = {
+        "ALBERTKIT_SM_BUCKET": "my-team-bucket",
+        "ALBERTKIT_SM_ROLE_ARN": ROLE,
+        "ALBERTKIT_SM_IMAGE_URI": IMAGE,
+        "ALBERTKIT_SM_OUTPUT_PATH": "s3://my-team-bucket/output",
+        "ALBERTKIT_SM_SUBNETS": "subnet-0123456789abcdef0",
+        "ALBERTKIT_SM_SECURITY_GROUP_IDS": "sg-0123456789abcdef0",
+    }
+    defaults = smjob.sagemaker_defaults_from_env(env)
+    squad = smjob.load_launch_config(root / "sagemaker_finetune_squad.yaml", [], defaults)
+    uris = [i.uri for i in squad.sagemaker.inputs.values() if i.kind == "s3"]
+    assert uris and all(u.startswith("s3://my-team-bucket/") for u in uris)
+    pretrain = smjob.load_launch_config(root / "sagemaker_pretrain_base.yaml", [], defaults)
+    assert pretrain.sagemaker.checkpoint_s3_uri.startswith("s3://my-team-bucket/checkpoints/")
+    assert pretrain.sagemaker.tensorboard_s3_uri.startswith("s3://my-team-bucket/tensorboard/")
+    for path in (root / "sagemaker_finetune_squad.yaml", root / "sagemaker_pretrain_base.yaml"):
+        assert "s3://{bucket}/" in path.read_text()
+        assert "123456789012-us-east-1" not in path.read_text()
+    # without the variable the error names the fields and the variable to set
+    del env["ALBERTKIT_SM_BUCKET"]
+    with pytest.raises(ConfigError, match=r"checkpoint_s3_uri.*\{bucket\}.*ALBERTKIT_SM_BUCKET"):
+        smjob.load_launch_config(
+            root / "sagemaker_pretrain_base.yaml", [], smjob.sagemaker_defaults_from_env(env)
+        )
+    refused(r"bucket='s3://x' is not an S3 bucket name", bucket="s3://x")

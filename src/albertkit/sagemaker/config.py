@@ -43,6 +43,8 @@ JOB_NAME_TIMESTAMP = 15  # "-YYYYmmddHHMMSS" appended by the SDK; names are <= 6
 RESERVED_CHANNELS = ("code", "sm_drivers")  # created by the SageMaker SDK for the source
 CONFIG_HYPERPARAMETER = "config"  # the hyperparameter that names the config JSON
 
+BUCKET_PLACEHOLDER = "{bucket}"  # stands for SageMakerConfig.bucket in any other value
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-/]+$")
 _CHANNEL = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
@@ -191,6 +193,12 @@ class SageMakerConfig(_Section):
     """
 
     # identity and image
+    bucket: str | None = Field(
+        None,
+        description="the project's S3 bucket; '{bucket}' in any other sagemaker value "
+        "(s3://{bucket}/checkpoints/...) is replaced by it, so an example config names no "
+        "bucket of its own ($ALBERTKIT_SM_BUCKET sets it for albertkit launch)",
+    )
     role_arn: str | None = None
     image_uri: str | None = None
     region: str | None = None
@@ -221,6 +229,36 @@ class SageMakerConfig(_Section):
     ship_source: bool = True
 
     # ------------------------------------------------------------------ field checks
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_bucket(cls, data):
+        """Replace ``{bucket}`` in every string value (nested inputs included)."""
+        if not isinstance(data, dict):
+            return data
+        bucket = data.get("bucket")
+        if bucket is not None and not _BUCKET.match(str(bucket)):
+            raise ValueError(f"bucket={bucket!r} is not an S3 bucket name (no s3://, no '/')")
+        used: list[str] = []
+
+        def fill(node, where: str):
+            if isinstance(node, dict):
+                return {k: fill(v, f"{where}.{k}" if where else str(k)) for k, v in node.items()}
+            if isinstance(node, list):
+                return [fill(v, f"{where}[{i}]") for i, v in enumerate(node)]
+            if isinstance(node, str) and BUCKET_PLACEHOLDER in node:
+                used.append(where)
+                return node.replace(BUCKET_PLACEHOLDER, bucket) if bucket else node
+            return node
+
+        filled = fill({k: v for k, v in data.items() if k != "bucket"}, "")
+        if used and bucket is None:
+            raise ValueError(
+                f"{', '.join(used)} use {BUCKET_PLACEHOLDER} but bucket is not set (in the "
+                "config, --set sagemaker.bucket=NAME, or $ALBERTKIT_SM_BUCKET for albertkit "
+                "launch)"
+            )
+        return {**filled, "bucket": bucket} if "bucket" in data else filled
+
     @field_validator("role_arn")
     @classmethod
     def _role(cls, v: str | None) -> str | None:

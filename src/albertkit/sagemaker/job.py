@@ -737,6 +737,7 @@ sys.exit(main(sys.argv[1:]))
 
 # --------------------------------------------------------------------------- CLI
 _ENV_FIELDS: dict[str, tuple[str, str]] = {
+    "ALBERTKIT_SM_BUCKET": ("bucket", "str"),
     "ALBERTKIT_SM_ROLE_ARN": ("role_arn", "str"),
     "ALBERTKIT_SM_IMAGE_URI": ("image_uri", "str"),
     "ALBERTKIT_SM_REGION": ("region", "str"),
