@@ -288,3 +288,30 @@ def test_tiny_job_end_to_end_resumes_and_exports(tmp_path):
     metrics = (root / "checkpoints" / "metrics.jsonl").read_text()
     assert '"step": 8' in metrics
     assert TrainerConfig.from_yaml(root / "checkpoints" / "config.yaml").runtime.seed == 7
+
+
+def test_each_job_carries_its_own_ssh_key_and_installs_it(tmp_path):
+    from cryptography.hazmat.primitives import serialization
+
+    from albertkit.sagemaker import mpi_driver
+
+    job = smjob.to_sagemaker(tiny_config(), instance_type="ml.m5.xlarge", instance_count=2,
+                             distribution={"kind": "horovod", "processes_per_host": 1})
+    first = job.stage_driver(tmp_path / "d1") / mpi_driver.SSH_KEY_DIR
+    second = job.stage_driver(tmp_path / "d2") / mpi_driver.SSH_KEY_DIR
+    private = (first / "id_ed25519").read_bytes()
+    assert private != (second / "id_ed25519").read_bytes()  # a new key per staging
+    assert (first / "id_ed25519").stat().st_mode & 0o077 == 0
+    key = serialization.load_ssh_private_key(private, password=None)
+    public = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    assert (first / "id_ed25519.pub").read_bytes().startswith(public)
+
+    ssh = tmp_path / "root-ssh"
+    assert mpi_driver.install_job_ssh_key(first, ssh)
+    assert mpi_driver.install_job_ssh_key(first, ssh)  # idempotent: one authorized line
+    assert (ssh / "id_ed25519").read_bytes() == private
+    assert (ssh / "id_ed25519").stat().st_mode & 0o777 == 0o600
+    assert (ssh / "authorized_keys").read_text().count("ssh-ed25519") == 1
+    assert not mpi_driver.install_job_ssh_key(tmp_path / "no-key", tmp_path / "other")

@@ -48,7 +48,7 @@ from albertkit.sagemaker.config import (
     hyperparameter_text,
 )
 from albertkit.sagemaker.instances import instance_spec
-from albertkit.sagemaker.mpi_driver import DRIVER_SCRIPT
+from albertkit.sagemaker.mpi_driver import DRIVER_SCRIPT, SSH_KEY_DIR, write_job_ssh_key
 
 log = logging.getLogger(__name__)
 
@@ -453,10 +453,12 @@ class SageMakerJob:
 
     def stage_driver(self, directory: Path) -> Path:
         """Write the Horovod launcher the SDK uploads and runs on every host (see
-        ``albertkit.sagemaker.mpi_driver`` for why it replaces the SDK's MPI driver)."""
+        ``albertkit.sagemaker.mpi_driver`` for why it replaces the SDK's MPI driver), with
+        a key pair made for this job only (SSH between the job's hosts)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(Path(__file__).with_name("mpi_driver.py"), directory / DRIVER_SCRIPT)
+        write_job_ssh_key(directory / SSH_KEY_DIR)
         return directory
 
     def model_trainer(self, source_dir: Path, session, driver_dir: Path | None = None):
