@@ -1,8 +1,11 @@
-"""Shared test settings. With ALBERTKIT_FORBID_SKIPS=1 (CI) any skipped test fails the run."""
+"""Shared test settings and fixtures (a tiny model and run config). With
+ALBERTKIT_FORBID_SKIPS=1 (CI) any skipped test fails the run."""
 
 from __future__ import annotations
 
 import os
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -22,3 +25,46 @@ def pytest_sessionfinish(session, exitstatus):
         for nodeid in _skipped:
             print(f"  {nodeid}")
         session.exitstatus = 1
+
+
+# --------------------------------------------------------------------------- tiny runs
+# A model small enough that a step takes milliseconds on a CPU, and the config of a short
+# synthetic pretraining run around it; tests override the sections they are about.
+TINY_MODEL = {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_size": 16,
+              "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
+
+
+def tiny_raw_config(run_dir=None, *, model=None, data=None, runtime=None, **sections) -> dict:
+    """The raw mapping of a tiny synthetic run; ``model``/``data``/``runtime`` entries are
+    merged over the defaults, other sections replace theirs."""
+    raw = {
+        "model": {**TINY_MODEL, **(model or {})},
+        "data": {"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
+                 **(data or {})},
+        "optimizer": {"kind": "adamw", "learning_rate": 1e-3},
+        "runtime": {"micro_batch_size": 4, "global_batch_size": 8, "max_steps": 8,
+                    "xla": False, **(runtime or {})},
+        "logging": {"progress_bar": False},
+        **sections,
+    }
+    if run_dir is not None:
+        raw["run_dir"] = str(run_dir)
+    return raw
+
+
+def make_tiny_config(run_dir=None, **kwargs):
+    from albertkit.config import TrainerConfig
+
+    return TrainerConfig.from_dict(tiny_raw_config(run_dir, **kwargs))
+
+
+@pytest.fixture
+def tiny_config():
+    """Factory: ``tiny_config(run_dir=None, model=..., data=..., runtime=..., **sections)``."""
+    return make_tiny_config
+
+
+@pytest.fixture
+def tiny_spec():
+    """The tiny architecture (an ``AlbertSpec``)."""
+    return make_tiny_config().model.spec

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from albertkit.checkpoint import CheckpointError
 from albertkit.cli import main
 from albertkit.config import ConfigError, TrainerConfig
-from albertkit.trainer import AlbertTrainer
+from albertkit.training.checkpoint import CheckpointError
+from albertkit.training.trainer import AlbertTrainer
 from fixtures.tiny_tokenizer import build_tiny_tokenizer
 
 VOCAB = 400  # pieces of the session tokenizer

@@ -22,7 +22,7 @@ from albertkit.config_tools import (
     reference_markdown,
     show_config,
 )
-from albertkit.demo import demo_config
+from albertkit.data.demo import demo_config
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "configuration.md"

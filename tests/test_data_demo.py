@@ -29,7 +29,8 @@ def test_demo_data_disjoint_cached_and_readable(tmp_path):
     assert time.time() - t0 < 1.0 and again == files
 
     tf = pytest.importorskip("tensorflow")
-    from albertkit.data.pretraining_dataset import build_pretraining_dataset, masked_lm_baseline
+    from albertkit.data.pretraining_dataset import build_pretraining_dataset
+    from albertkit.tasks.pretraining import MaskedTargetCounts
 
     ds = build_pretraining_dataset(
         files.eval_files,
@@ -40,7 +41,10 @@ def test_demo_data_disjoint_cached_and_readable(tmp_path):
         repeat=False,
         training=False,
     )
-    base = masked_lm_baseline(ds)
+    counts = MaskedTargetCounts(files.vocab_size)
+    for batch in ds:
+        counts.add(batch)
+    base = counts.baseline()
     assert 0.0 < base["accuracy"] < 0.2 and base["targets"] > 500
     labels = tf.concat([b["next_sentence_labels"] for b in ds], 0).numpy()
     assert 0.4 < labels.mean() < 0.6

@@ -15,11 +15,11 @@ from albertkit.data.pretraining_dataset import (  # noqa: E402
     DatasetError,
     build_pretraining_dataset,
     build_synthetic_dataset,
-    masked_lm_baseline,
 )
 from albertkit.data.tfrecord import read_records  # noqa: E402
 from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer  # noqa: E402
 from albertkit.data.writer import PretrainingDataConfig, prepare_pretraining_data, shard_files  # noqa: E402
+from albertkit.tasks.pretraining import MaskedTargetCounts  # noqa: E402
 
 L, P = 64, 10
 
@@ -256,7 +256,10 @@ def test_masked_lm_baseline_counts_targets(data):
         repeat=False,
         training=False,
     )
-    base = masked_lm_baseline(ds)
+    counts = MaskedTargetCounts(800)  # the fixture tokenizer's vocabulary
+    for batch in ds:
+        counts.add(batch)
+    base = counts.baseline()
     ids = np.concatenate([b["masked_lm_ids"][b["masked_lm_weights"] > 0] for b in _all(ds)])
     counts = np.bincount(ids)
     assert base["targets"] == len(ids)

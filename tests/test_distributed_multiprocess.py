@@ -73,16 +73,14 @@ dist.barrier()
 shard = [int(v) for v in dist.shard(tf.data.Dataset.range(11)).as_numpy_iterator()]
 
 # a stop signal that reached only rank 1 stops both, at the same (agreed) step
-from types import SimpleNamespace
-from albertkit.config import TrainerConfig
-from albertkit.trainer import AlbertTrainer
+import threading
+from albertkit.training.hooks import StopSignal
 
-trainer = AlbertTrainer(TrainerConfig.model_validate(
-    {"data": {"kind": "synthetic"}, "logging": {"log_every_steps": 5}}))
+event = threading.Event()
 if r == 1:
-    trainer._stop.set()
-run = SimpleNamespace(distributor=dist)
-stops = [trainer._stop_requested(run, 3), trainer._stop_requested(run, 5)]
+    event.set()
+stop = StopSignal(event, dist, check_every=5)
+stops = [stop.requested(3), stop.requested(5)]
 json.dump({
     "rank": r, "size": dist.size, "replicas": dist.replicas, "chief": dist.is_chief,
     "mean": res["mean"].numpy().tolist(), "mean2d": res["mean2d"].numpy().tolist(),
@@ -128,9 +126,9 @@ import numpy as np
 from albertkit.config import TrainerConfig
 from albertkit.distributed.multiworker import MultiWorkerDistributor
 from albertkit.distributed.single import SingleProcess
-from albertkit.step import TrainStep
+from albertkit.training.step import TrainStep
 from albertkit.tasks import build_task
-from albertkit.trainer import resolve_spec
+from albertkit.training.builders import resolve_spec
 
 SEQ, PREDS, VOCAB = 16, 4, 97
 cfg = TrainerConfig.from_dict({
@@ -277,8 +275,8 @@ _TRAIN = """
 import logging, os, sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from albertkit.config import TrainerConfig
-from albertkit.logging import setup_console_logging
-from albertkit.trainer import AlbertTrainer
+from albertkit.training.run_logger import setup_console_logging
+from albertkit.training.trainer import AlbertTrainer
 
 setup_console_logging()
 cfg = TrainerConfig.from_yaml(sys.argv[1], [f"distributed.backend={sys.argv[2]}"])
@@ -290,7 +288,7 @@ AlbertTrainer(cfg).fit()
 def single_run(tmp_path_factory) -> Path:
     """The reference: one process, global batch 16 as 4 micro-batches of 4."""
     from albertkit.config import TrainerConfig
-    from albertkit.trainer import AlbertTrainer
+    from albertkit.training.trainer import AlbertTrainer
 
     run_dir = tmp_path_factory.mktemp("single") / "run"
     AlbertTrainer(TrainerConfig.from_dict(_trainer_config(run_dir))).fit()

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from albertkit.config import TrainerConfig
-from albertkit.export import export_run, initialise_from, load_run_model
-from albertkit.trainer import AlbertTrainer
+from albertkit.training.export import export_run, initialise_from, load_run_model
+from albertkit.training.trainer import AlbertTrainer
 
 
 def raw(run_dir, **extra):
@@ -77,11 +77,11 @@ def test_albertkit_export_starts_a_finetuning_run(tmp_path):
     cont["model"]["load_from"] = str(exported)
     trainer = AlbertTrainer(TrainerConfig.model_validate(cont))
     from albertkit.tasks.pretraining import PretrainingTask
-    from albertkit.trainer import resolve_spec
+    from albertkit.training.builders import resolve_spec
 
     spec = resolve_spec(trainer.config)
     assert spec == source.spec
-    fresh = PretrainingTask(spec, 32, 5).build_model()
+    fresh = PretrainingTask(spec, 32, 5, micro_batch_size=1).build_model()
     missing = initialise_from(fresh, exported)
     assert missing == []
     for a, b in zip(source.trainable_variables, fresh.trainable_variables, strict=True):

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from albertkit.checkpoint import CheckpointError, CheckpointManager
 from albertkit.config import TrainerConfig
-from albertkit.trainer import AlbertTrainer, TrainingError
+from albertkit.training.checkpoint import CheckpointError, CheckpointManager
+from albertkit.training.trainer import AlbertTrainer, TrainingError
 
 
 def raw_config(run_dir, **runtime):
@@ -136,7 +136,7 @@ def test_float16_skipped_steps_are_counted_and_logged(tmp_path):
 
 
 def test_disk_full_while_checkpointing_leaves_nothing_partial(tmp_path, monkeypatch):
-    import albertkit.checkpoint as ck
+    import albertkit.training.checkpoint as ck
 
     run = tmp_path / "full"
     calls = {"n": 0}

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from albertkit.data.finetune import load_hf_tokenizer
 from albertkit.data.glue import (
     GLUE_PRESETS,
     GlueDataError,
@@ -15,7 +16,6 @@ from albertkit.data.glue import (
     encode_examples,
     read_examples,
 )
-from albertkit.data.squad import load_tokenizer
 from albertkit.tasks.classification import (
     accuracy,
     average_ranks,
@@ -186,7 +186,7 @@ def test_unknown_and_bad_labels_name_the_record(tmp_path):
 
 
 def test_encode_pairs(tok_dir):
-    tok = load_tokenizer(tok_dir)
+    tok = load_hf_tokenizer(tok_dir)
     examples = read_examples(FIXTURES / "mrpc_small.tsv", task="mrpc")
     arrays = encode_examples(examples, tok, LabelMap(["0", "1"]), max_seq_length=16)
     ids, mask, seg = arrays["input_ids"], arrays["input_mask"], arrays["segment_ids"]
@@ -254,7 +254,7 @@ def test_loss_and_evaluate_match_numpy(tok_dir, tmp_path, task, file, regression
     import tensorflow as tf
 
     from albertkit.distributed.single import SingleProcess
-    from albertkit.tasks.classification import ClassificationTask
+    from albertkit.tasks import build_task
 
     cfg = _cfg(
         tok_dir,
@@ -263,7 +263,7 @@ def test_loss_and_evaluate_match_numpy(tok_dir, tmp_path, task, file, regression
         train_file=str(FIXTURES / file),
         eval_file=str(FIXTURES / file),
     )
-    task_ = ClassificationTask(cfg.model.spec, cfg.data)
+    task_ = build_task(cfg, cfg.model.spec)
     model = task_.build_model()
     assert task_.best_metric == (("pearson", True) if regression else ("f1", True))
     data = task_.datasets(cfg, SingleProcess())
@@ -298,12 +298,12 @@ def test_loss_and_evaluate_match_numpy(tok_dir, tmp_path, task, file, regression
 
 
 def test_unknown_label_in_eval_file_is_named(tok_dir, tmp_path):
-    from albertkit.tasks.classification import ClassificationTask
+    from albertkit.tasks import build_task
 
     bad = tmp_path / "dev.tsv"
     bad.write_text("sentence\tlabel\nfine\t1\nodd\tneutral\n", encoding="utf-8")
     cfg = _cfg(tok_dir, tmp_path, train_file=str(FIXTURES / "sst2_small.tsv"), eval_file=str(bad))
-    task = ClassificationTask(cfg.model.spec, cfg.data)
+    task = build_task(cfg, cfg.model.spec)
     assert task.label_map.labels == ["0", "1"]  # inferred from the training file
     with pytest.raises(GlueDataError, match=r"dev\.tsv:3: unknown label 'neutral'"):
         task.eval_arrays()
@@ -312,7 +312,7 @@ def test_unknown_label_in_eval_file_is_named(tok_dir, tmp_path):
 @pytest.mark.slow
 def test_classification_learns_its_training_set(tok_dir, tmp_path):
     """End to end through the trainer: accuracy >= 95% on its own training data."""
-    from albertkit.trainer import AlbertTrainer
+    from albertkit.training.trainer import AlbertTrainer
 
     sst = str(FIXTURES / "sst2_small.tsv")
     cfg = _cfg(tok_dir, tmp_path, task="sst2", train_file=sst, eval_file=sst)

@@ -1,7 +1,7 @@
 """`albertkit report` on hand-built run directories and benchmark files (no TensorFlow).
 
 The run directories are written with albertkit's own ``RunLogger`` (TensorBoard off), so
-the fixtures follow the ``metrics.jsonl`` contract of ``albertkit.logging``. The SQuAD v2.0
+the fixtures follow the ``metrics.jsonl`` contract of ``albertkit.training.run_logger``. The SQuAD v2.0
 threshold curve is checked against the official metric evaluated afresh at every threshold.
 """
 
@@ -17,7 +17,6 @@ import pytest
 import yaml
 from PIL import Image
 
-from albertkit.logging import RunLogger
 from albertkit.report import (
     ReportError,
     add_parser,
@@ -28,6 +27,7 @@ from albertkit.report import (
     write_run_report,
 )
 from albertkit.tasks import squad_metrics as sm
+from albertkit.training.run_logger import RunLogger
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from albertkit.config import ConfigError, TrainerConfig
-from albertkit.logging import format_log_line
 from albertkit.sagemaker import job as smjob
 from albertkit.sagemaker.config import SageMakerConfig
 from albertkit.sagemaker.instances import INSTANCE_TYPES, gpus_per_instance, instance_spec
+from albertkit.training.run_logger import format_log_line
 
 ROLE = "arn:aws:iam::123456789012:role/albertkit-sagemaker"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest"

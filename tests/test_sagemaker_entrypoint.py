@@ -264,7 +264,7 @@ def test_horovod_driver_launches_every_host(monkeypatch):
 # --------------------------------------------------------------------------- end to end
 @pytest.mark.slow
 def test_tiny_job_end_to_end_resumes_and_exports(tmp_path):
-    from albertkit.trainer import AlbertTrainer
+    from albertkit.training.trainer import AlbertTrainer
 
     job = smjob.to_sagemaker(tiny_config(), hyperparameters={"runtime.seed": 7})
     root, environ = opt_ml(tmp_path, job)

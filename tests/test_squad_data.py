@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from albertkit.data.finetune import load_hf_tokenizer
 from albertkit.data.squad import (
     SquadFormatError,
     convert_examples,
-    load_tokenizer,
     parse_squad,
     read_squad,
     read_squad_json,
@@ -30,7 +30,7 @@ V2 = FIXTURES / "squad_v2_small.json"
 
 @pytest.fixture(scope="session")
 def tokenizer(tmp_path_factory):
-    return load_tokenizer(build_tiny_tokenizer(tmp_path_factory.mktemp("tok") / "tok"))
+    return load_hf_tokenizer(build_tiny_tokenizer(tmp_path_factory.mktemp("tok") / "tok"))
 
 
 # --------------------------------------------------------------------------- reading

@@ -73,10 +73,10 @@ def _cfg(tok_dir, tmp_path, version, seq=160, steps=300, **runtime):
 
 def test_loss_matches_numpy_and_pipeline_resumes(tok_dir, tmp_path):
     from albertkit.distributed.single import SingleProcess
-    from albertkit.tasks.squad import SquadTask
+    from albertkit.tasks import build_task
 
     cfg = _cfg(tok_dir, tmp_path, "2.0", seq=64, micro_batch_size=4, global_batch_size=8)
-    task = SquadTask(cfg.model.spec, cfg.data)
+    task = build_task(cfg, cfg.model.spec)
     assert task.best_metric == ("best_f1", True)
     model = task.build_model()
     data = task.datasets(cfg, SingleProcess())
@@ -106,11 +106,11 @@ def test_loss_matches_numpy_and_pipeline_resumes(tok_dir, tmp_path):
 
 
 def test_evaluate_writes_official_files(tok_dir, tmp_path):
+    from albertkit.tasks import build_task
     from albertkit.tasks import squad_metrics as sm
-    from albertkit.tasks.squad import SquadTask
 
     cfg = _cfg(tok_dir, tmp_path, "2.0", seq=64)
-    task = SquadTask(cfg.model.spec, cfg.data)
+    task = build_task(cfg, cfg.model.spec)
     model = task.build_model()
     result = task.evaluate(model, None, None, cfg, tmp_path / "run")
     assert {
@@ -149,7 +149,7 @@ def test_evaluate_writes_official_files(tok_dir, tmp_path):
 @pytest.mark.parametrize("version, steps", [("1.1", 500), ("2.0", 300)])
 def test_squad_learns_its_training_set(tok_dir, tmp_path, version, steps):
     """End to end through the trainer: EM >= 90 on its own (hand-made) training data."""
-    from albertkit.trainer import AlbertTrainer
+    from albertkit.training.trainer import AlbertTrainer
 
     trainer = AlbertTrainer(_cfg(tok_dir, tmp_path, version, steps=steps)).fit()
     result = trainer.summary["eval"]

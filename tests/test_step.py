@@ -8,9 +8,9 @@ import tensorflow as tf
 
 from albertkit.config import TrainerConfig
 from albertkit.distributed.single import SingleProcess
-from albertkit.step import TrainStep
 from albertkit.tasks import build_task
-from albertkit.trainer import resolve_spec
+from albertkit.training.builders import resolve_spec
+from albertkit.training.step import TrainStep
 
 SEQ, PREDS, VOCAB = 16, 4, 97
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from albertkit.checkpoint import CheckpointManager
 from albertkit.config import TrainerConfig
-from albertkit.trainer import AlbertTrainer
+from albertkit.training.checkpoint import CheckpointManager
+from albertkit.training.trainer import AlbertTrainer
 
 
 def config(run_dir, **runtime) -> TrainerConfig:
@@ -109,7 +109,8 @@ def test_resume_with_a_different_data_stream_is_refused(tmp_path):
 
 def test_each_rank_gets_its_own_dropout_stream():
     from albertkit.tasks import build_task
-    from albertkit.trainer import _decorrelate_dropout, resolve_spec
+    from albertkit.training.builders import resolve_spec
+    from albertkit.training.trainer import _decorrelate_dropout
 
     cfg = config("unused")
     model = build_task(cfg, resolve_spec(cfg)).build_model()
@@ -132,6 +133,6 @@ def test_rerunning_a_completed_run_keeps_its_summary(tmp_path):
 def test_malloc_arena_cap_is_applied_on_linux():
     import platform
 
-    from albertkit.native import limit_malloc_arenas
+    from albertkit.training.native import limit_malloc_arenas
 
     assert limit_malloc_arenas(2) is (platform.system() == "Linux")

@@ -1,7 +1,23 @@
 """albertkit: pretrain ALBERT from scratch and fine-tune it with TensorFlow 2 + Keras 3."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from albertkit.config import TrainerConfig
-from albertkit.trainer import AlbertTrainer
+
+if TYPE_CHECKING:
+    from albertkit.training.trainer import AlbertTrainer
 
 __all__ = ["AlbertTrainer", "TrainerConfig"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # The trainer pulls in TensorFlow; `import albertkit` for the config or the CLI's
+    # argument parsing should not.
+    if name == "AlbertTrainer":
+        from albertkit.training.trainer import AlbertTrainer
+
+        return AlbertTrainer
+    raise AttributeError(f"module 'albertkit' has no attribute {name!r}")

@@ -47,7 +47,7 @@ from albertkit.memory import (
     training_flops,
 )
 from albertkit.models.sizes import SIZES, AlbertSpec, SizeName
-from albertkit.native import limit_malloc_arenas
+from albertkit.training.native import limit_malloc_arenas
 
 MARKER = "@@albertkit-benchmark "
 Framework = Literal["albertkit", "hf-pytorch"]
@@ -242,8 +242,8 @@ class _AlbertkitWorker:
 
         from albertkit.config import TrainerConfig
         from albertkit.distributed.single import SingleProcess
-        from albertkit.step import TrainStep
         from albertkit.tasks import build_task
+        from albertkit.training.step import TrainStep
 
         s = self.s
         self.gpu = bool(tf.config.list_physical_devices("GPU"))

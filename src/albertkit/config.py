@@ -354,6 +354,17 @@ DataConfig = Annotated[
     Field(discriminator="kind"),
 ]
 
+TaskName = Literal["pretraining", "squad", "classification"]
+# What each data kind trains: the one mapping (the config's `task`, the task builder and the
+# report read it here).
+TASK_OF_KIND: dict[str, TaskName] = {
+    "synthetic": "pretraining",
+    "tfrecord": "pretraining",
+    "demo": "pretraining",
+    "squad": "squad",
+    "classification": "classification",
+}
+
 # --------------------------------------------------------------------------- optimizer
 class ScheduleConfig(_Section):
     """Linear warmup to the peak rate, then polynomial decay to ``end_learning_rate``."""
@@ -634,13 +645,8 @@ class TrainerConfig(_Section):
         return raw
 
     @property
-    def task(self) -> Literal["pretraining", "squad", "classification"]:
-        kind = self.data.kind
-        if kind in ("synthetic", "tfrecord", "demo"):
-            return "pretraining"
-        if kind == "squad":
-            return "squad"
-        return "classification"
+    def task(self) -> TaskName:
+        return TASK_OF_KIND[self.data.kind]
 
     @model_validator(mode="after")
     def _cross_checks(self) -> TrainerConfig:

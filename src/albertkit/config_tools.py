@@ -113,11 +113,11 @@ def _draft07(node: Any) -> Any:
 def resolved_view(cfg: TrainerConfig) -> dict[str, Any]:
     """The config (defaults filled in), the resolved model architecture and derived values.
 
-    The architecture comes from ``albertkit.trainer.resolve_spec`` (preset + overrides, or
+    The architecture comes from ``albertkit.training.builders.resolve_spec`` (preset + overrides, or
     the ``model.load_from`` checkpoint's); when ``load_from`` cannot be read here, from the
     preset with a note.
     """
-    from albertkit.trainer import resolve_spec
+    from albertkit.training.builders import resolve_spec
 
     notes: list[str] = []
     try:

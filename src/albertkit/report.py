@@ -40,8 +40,8 @@ from typing import Any
 
 import yaml
 
-from albertkit.config import atomic_write_bytes, atomic_write_text
-from albertkit.logging import read_metrics
+from albertkit.config import TASK_OF_KIND, atomic_write_bytes, atomic_write_text
+from albertkit.training.run_logger import read_metrics
 
 INSTALL_HINT = "pip install 'albertkit[report]'"
 
@@ -354,9 +354,7 @@ def write_run_report(run_dir: str | Path, out_dir: str | Path | None = None,
 
 def _task_of(config: dict[str, Any]) -> str | None:
     kind = (config.get("data") or {}).get("kind") if isinstance(config.get("data"), dict) else None
-    if kind in ("synthetic", "tfrecord", "demo"):
-        return "pretraining"
-    return kind if kind in ("squad", "classification") else None
+    return TASK_OF_KIND.get(kind) if isinstance(kind, str) else None
 
 
 def _draw_grad_norm(path: Path, gn: Series, scale: Series | None) -> bool:

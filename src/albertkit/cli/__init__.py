@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from albertkit.logging import setup_console_logging
+from albertkit.training.run_logger import setup_console_logging
 
 log = logging.getLogger("albertkit")
 
@@ -36,7 +36,7 @@ def load_config(args: argparse.Namespace):
 
 # ---------------------------------------------------------------------- commands
 def cmd_train(args: argparse.Namespace) -> int:
-    from albertkit.trainer import AlbertTrainer
+    from albertkit.training.trainer import AlbertTrainer
 
     cfg = load_config(args)
     from albertkit.distributed.launch import launch_if_requested
@@ -55,8 +55,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from albertkit.demo import demo_config
-    from albertkit.trainer import AlbertTrainer
+    from albertkit.data.demo import demo_config
+    from albertkit.training.trainer import AlbertTrainer
 
     cfg = demo_config(run_dir=args.run_dir, max_steps=args.steps, overrides=args.overrides)
     trainer = AlbertTrainer(cfg).fit()
@@ -67,7 +67,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     import json
 
-    from albertkit.trainer import AlbertTrainer
+    from albertkit.training.trainer import AlbertTrainer
 
     metrics = AlbertTrainer(load_config(args)).evaluate()
     print(json.dumps(metrics, indent=2))
@@ -75,7 +75,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from albertkit.export import export_run
+    from albertkit.training.export import export_run
 
     out = export_run(args.run_dir, args.out_dir, format=args.format)
     print(f"exported {args.run_dir} -> {out} ({args.format})")

@@ -1,4 +1,5 @@
-"""The built-in demo corpus: English prose that ships with Python, no download.
+"""The built-in demo: its corpus (English prose that ships with Python, no download) and its
+run config (:func:`demo_config`, what ``albertkit demo`` trains).
 
 Sources (read from this interpreter's standard library, so the corpus depends only on the
 Python version):
@@ -34,12 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
-from albertkit.config import DemoData, atomic_write_text
+from albertkit.config import DemoData, TrainerConfig, atomic_write_text
 from albertkit.data.sentences import split_sentences
 from albertkit.data.tokenizer import Tokenizer, TokenizerConfig, train_tokenizer
 from albertkit.data.writer import PretrainingDataConfig, prepare_pretraining_data, shard_files
 
 DEMO_FORMAT = "albertkit-demo-v1"
+DEMO_STEPS = 1500
 _SKIP_DIRS = {
     "test",
     "tests",
@@ -236,3 +238,28 @@ def prepare_demo_data(
         ),
     )
     return files
+
+
+# --------------------------------------------------------------------------- the demo run
+def demo_config(run_dir: str | Path = "runs/demo", max_steps: int | None = None,
+                overrides: list[str] | None = None) -> TrainerConfig:
+    """The demo's full config (``albertkit demo`` runs exactly this).
+
+    Chosen to avoid ALBERT's unigram plateau on CPU (transformers issues #4727/#5984): a
+    small model, AdamW with warmup and a modest peak rate, dynamic masking so the small
+    corpus is not memorised.
+    """
+    steps = max_steps or DEMO_STEPS
+    raw = {
+        "run_dir": str(run_dir),
+        "model": {"size": "tiny", "vocab_size": 3000},
+        "data": {"kind": "demo", "vocab_size": 3000, "seq_length": 128,
+                 "max_predictions_per_seq": 20, "masking": "dynamic"},
+        "optimizer": {"kind": "adamw", "learning_rate": 5e-4, "weight_decay": 0.01,
+                      "schedule": {"warmup_steps": min(100, steps // 10)}},
+        "runtime": {"micro_batch_size": 32, "global_batch_size": 32, "max_steps": steps,
+                    "eval_every_steps": max(steps // 4, 1), "eval_steps": 40, "xla": True},
+        "checkpoint": {"every_steps": max(steps // 4, 1), "keep_last": 2},
+        "logging": {"log_every_steps": 25},
+    }
+    return TrainerConfig.from_dict(raw, overrides or [], source="albertkit demo")

@@ -1,19 +1,62 @@
-"""tf.data pipelines over in-memory fine-tuning features (SQuAD windows, GLUE sentences).
+"""Fine-tuning data shared by SQuAD and classification: the Hugging Face tokenizer, and
+tf.data pipelines over in-memory features (SQuAD windows, GLUE sentences).
 
 Fine-tuning sets are small (SQuAD v2.0 train: ~130k windows x 384 int32 x 3 = 0.6 GB at
 most), so the features live in NumPy arrays and ``tf.data`` slices them. The trainer calls
 ``train(skip_micro_batches, accum)`` for ``[accum, micro_batch, ...]`` batches, ``eval()``
-for ``[micro_batch, ...]`` batches, and reads ``has_eval``.
+for ``[micro_batch, ...]`` batches, and reads ``has_eval`` and ``tokenizer_dir``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from albertkit.data.batching import accumulation_batches
 
+
+# --------------------------------------------------------------------------- tokenizer
+def load_hf_tokenizer(path: str | Path, do_lower_case: bool | None = None):
+    """The Hugging Face ``AlbertTokenizer`` in directory ``path`` (fast, with char offsets).
+
+    Fine-tuning needs character offsets, which the ``tokenizers`` backend of transformers v5
+    gives and SentencePiece's own API does not give for normalised text; so this loads the
+    directory's ``tokenizer.json`` (written by :func:`albertkit.data.tokenizer.train_tokenizer`
+    and by every Hub ALBERT checkpoint). ``do_lower_case=None`` keeps the directory's setting.
+    """
+    from transformers import AlbertTokenizer
+
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"tokenizer directory not found: {path}")
+    if not (path / "tokenizer.json").is_file():
+        raise FileNotFoundError(
+            f"{path}: no tokenizer.json (fine-tuning needs the fast tokenizer's character "
+            "offsets; write it with albertkit.data.tokenizer.export_hf_directory)"
+        )
+    kwargs = {} if do_lower_case is None else {"do_lower_case": do_lower_case}
+    try:
+        return AlbertTokenizer.from_pretrained(str(path), **kwargs)
+    except Exception as e:  # transformers raises many kinds; name the directory
+        raise ValueError(f"{path}: cannot load an ALBERT tokenizer: {e}") from e
+
+
+def load_task_tokenizer(data, vocab_size: int):
+    """``load_hf_tokenizer(data.tokenizer, data.do_lower_case)``, refused if it has more tokens
+    than the model's ``vocab_size`` (ids past the embedding table would be garbage)."""
+    tokenizer = load_hf_tokenizer(data.tokenizer, data.do_lower_case)
+    if len(tokenizer) > vocab_size:
+        raise ValueError(
+            f"data.tokenizer={data.tokenizer} has {len(tokenizer)} tokens but "
+            f"model.vocab_size={vocab_size}"
+        )
+    return tokenizer
+
+
+# --------------------------------------------------------------------------- pipelines
 class FinetuneDatasets:
     """Train / eval pipelines over feature arrays, sharded by the distributor.
 
@@ -32,6 +75,7 @@ class FinetuneDatasets:
         seed: shuffling seed.
         distributor: the data-parallel backend (``shard``, ``distribute_dataset``).
         eval_steps: at most this many eval batches from ``eval()`` (None = all).
+        tokenizer_dir: the tokenizer the features were made with (copied into the run).
 
     Example:
         >>> data = FinetuneDatasets({"input_ids": ids, "labels": y}, None, 32, 0, SingleProcess())
@@ -46,6 +90,7 @@ class FinetuneDatasets:
         seed: int,
         distributor: Any,
         eval_steps: int | None = None,
+        tokenizer_dir: str | Path | None = None,
     ) -> None:
         self._train_source = train
         self._train_arrays: dict[str, np.ndarray] | None = None
@@ -54,6 +99,7 @@ class FinetuneDatasets:
         self.seed = seed
         self.distributor = distributor
         self.eval_steps = eval_steps
+        self.tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir is not None else None
 
     @property
     def train_arrays(self) -> dict[str, np.ndarray]:
@@ -95,8 +141,7 @@ class FinetuneDatasets:
             }
 
         ds = ds.map(lookup, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        ds = ds.batch(accum, drop_remainder=True).prefetch(2)
-        return self.distributor.distribute_dataset(ds)
+        return accumulation_batches(ds, accum, self.distributor)
 
     def eval(self):
         """Ordered ``[micro_batch, ...]`` eval batches (this rank's share), at most eval_steps."""

@@ -35,7 +35,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from albertkit.config import MaskingConfig
@@ -542,31 +541,6 @@ def build_synthetic_dataset(
     return ds.prefetch(_AUTOTUNE)
 
 
-def masked_lm_baseline(
-    dataset: tf.data.Dataset, max_batches: int | None = None
-) -> dict[str, float]:
-    """Accuracy of always predicting the most frequent masked target (the demo's yardstick).
-
-    Iterates a finite dataset (build it with ``repeat=False``), counting ``masked_lm_ids``
-    where ``masked_lm_weights > 0``; returns ``{"token_id", "accuracy", "targets"}``.
-    """
-    counts: dict[int, int] = {}
-    total = 0
-    for i, batch in enumerate(dataset):
-        if max_batches is not None and i >= max_batches:
-            break
-        w = batch["masked_lm_weights"].numpy() > 0
-        ids = batch["masked_lm_ids"].numpy()[w]
-        vals, cnt = np.unique(ids, return_counts=True)
-        for v, c in zip(vals.tolist(), cnt.tolist(), strict=True):
-            counts[v] = counts.get(v, 0) + c
-        total += int(w.sum())
-    if total == 0:
-        raise DatasetError("masked_lm_baseline: the dataset has no masked targets")
-    token, best = max(counts.items(), key=lambda kv: (kv[1], -kv[0]))
-    return {"token_id": int(token), "accuracy": best / total, "targets": int(total)}
-
-
 __all__ = [
     "ALBERT_SPECIAL_IDS",
     "DatasetError",
@@ -575,6 +549,5 @@ __all__ = [
     "build_synthetic_dataset",
     "expand_files",
     "mask_batch",
-    "masked_lm_baseline",
     "read_manifests",
 ]

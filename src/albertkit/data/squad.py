@@ -192,44 +192,6 @@ def read_squad(path: str | Path, version: str) -> list[SquadExample]:
     return parse_squad(read_squad_json(path), version, source=str(path))
 
 
-# --------------------------------------------------------------------------- tokenizer
-def load_tokenizer(path: str | Path, do_lower_case: bool | None = None):
-    """The Hugging Face ``AlbertTokenizer`` in directory ``path`` (fast, with char offsets).
-
-    Fine-tuning needs character offsets, which the ``tokenizers`` backend of transformers v5
-    gives and SentencePiece's own API does not give for normalised text; so this loads the
-    directory's ``tokenizer.json`` (written by :func:`albertkit.data.tokenizer.train_tokenizer`
-    and by every Hub ALBERT checkpoint). ``do_lower_case=None`` keeps the directory's setting.
-    """
-    from transformers import AlbertTokenizer
-
-    path = Path(path)
-    if not path.is_dir():
-        raise FileNotFoundError(f"tokenizer directory not found: {path}")
-    if not (path / "tokenizer.json").is_file():
-        raise FileNotFoundError(
-            f"{path}: no tokenizer.json (fine-tuning needs the fast tokenizer's character "
-            "offsets; write it with albertkit.data.tokenizer.export_hf_directory)"
-        )
-    kwargs = {} if do_lower_case is None else {"do_lower_case": do_lower_case}
-    try:
-        return AlbertTokenizer.from_pretrained(str(path), **kwargs)
-    except Exception as e:  # transformers raises many kinds; name the directory
-        raise ValueError(f"{path}: cannot load an ALBERT tokenizer: {e}") from e
-
-
-def load_task_tokenizer(data, vocab_size: int):
-    """``load_tokenizer(data.tokenizer, data.do_lower_case)``, refused if it has more tokens
-    than the model's ``vocab_size`` (ids past the embedding table would be garbage)."""
-    tokenizer = load_tokenizer(data.tokenizer, data.do_lower_case)
-    if len(tokenizer) > vocab_size:
-        raise ValueError(
-            f"data.tokenizer={data.tokenizer} has {len(tokenizer)} tokens but "
-            f"model.vocab_size={vocab_size}"
-        )
-    return tokenizer
-
-
 def _special_ids(tokenizer) -> tuple[int, int, int]:
     ids = (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
     if any(i is None for i in ids):

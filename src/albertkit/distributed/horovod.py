@@ -8,7 +8,7 @@ Why it looks the way it does:
 
 * ``HorovodAllreduce`` has no XLA kernel, so reductions happen in the step's outer
   ``tf.function`` after the XLA-compiled gradient computation returns
-  (:class:`albertkit.step.TrainStep`). All gradients go through one
+  (:class:`albertkit.training.step.TrainStep`). All gradients go through one
   ``hvd.grouped_allreduce``; Horovod's tensor fusion packs them into few ring passes.
 * ``hvd.broadcast_variables`` reads ``tf.Variable`` internals that Keras 3 variables do not
   have (horovod#4290), so initial state is broadcast as plain tensors and assigned.

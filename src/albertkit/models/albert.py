@@ -444,8 +444,9 @@ class AlbertEncoder(keras.Model):
         return cls(AlbertSpec(**config.pop("spec")), **config)
 
 
-class _AlbertTask(keras.Model):
-    """Common parts of the task models: the spec, the encoder, the dummy-batch builder."""
+class _AlbertHeadModel(keras.Model):
+    """The Keras model behind every task: the encoder plus a task head (pretraining, span,
+    classification); holds the spec, the encoder and the dummy-batch builder."""
 
     _pooling = True
 
@@ -472,12 +473,12 @@ class _AlbertTask(keras.Model):
                 "remat": self.albert.remat}
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> _AlbertTask:
+    def from_config(cls, config: dict[str, Any]) -> _AlbertHeadModel:
         config = dict(config)
         return cls(AlbertSpec(**config.pop("spec")), **config)
 
 
-class AlbertForPretraining(_AlbertTask):
+class AlbertForPretraining(_AlbertHeadModel):
     """ALBERT with the masked-LM head (at the masked positions only) and the SOP head.
 
     Inputs: ``input_ids``, ``input_mask``, ``segment_ids`` [B, T] and ``masked_lm_positions``
@@ -532,7 +533,7 @@ class AlbertForPretraining(_AlbertTask):
         return super().build_for(seq_length, max_predictions or 1)
 
 
-class AlbertForQuestionAnswering(_AlbertTask):
+class AlbertForQuestionAnswering(_AlbertHeadModel):
     """ALBERT with a span head: ``start_logits`` and ``end_logits`` [B, T] (float32).
 
     As in HF's ``AlbertForQuestionAnswering`` there is no pooler. For SQuAD v2 the task
@@ -568,7 +569,7 @@ class AlbertForQuestionAnswering(_AlbertTask):
         return _as_float32({"start_logits": logits[..., 0], "end_logits": logits[..., 1]})
 
 
-class AlbertForSequenceClassification(_AlbertTask):
+class AlbertForSequenceClassification(_AlbertHeadModel):
     """ALBERT with dropout and a linear classifier on the pooled output.
 
     Output: ``logits`` [B, num_labels] (float32); ``num_labels=1`` is regression.

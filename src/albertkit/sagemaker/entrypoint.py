@@ -287,7 +287,7 @@ def _copy(src: Path, dst: Path) -> None:
 
 def run(env: ContainerEnv, apply_environment: bool = True) -> int:
     """Train inside the container described by ``env``; returns the process exit code."""
-    from albertkit.trainer import AlbertTrainer
+    from albertkit.training.trainer import AlbertTrainer
 
     cfg = container_config(env)
     extra = process_environment(cfg, env)
@@ -341,7 +341,7 @@ def main(
     root_dir: str | os.PathLike = SAGEMAKER_ROOT,
 ) -> int:
     """Entry point of ``albertkit_entry.py``; ``argv`` holds the SDK's ``--key value`` pairs."""
-    from albertkit.logging import setup_console_logging
+    from albertkit.training.run_logger import setup_console_logging
 
     setup_console_logging()
     environ = os.environ if environ is None else environ

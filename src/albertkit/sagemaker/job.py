@@ -49,6 +49,7 @@ from albertkit.sagemaker.config import (
 )
 from albertkit.sagemaker.instances import instance_spec
 from albertkit.sagemaker.mpi_driver import DRIVER_SCRIPT, SSH_KEY_DIR, write_job_ssh_key
+from albertkit.tasks import TASK_NAMES, task_class
 
 log = logging.getLogger(__name__)
 
@@ -74,29 +75,16 @@ _SDK_INSTALL_HINT = (
 )
 
 # --------------------------------------------------------------------------- metrics
-# albertkit.logging writes one line per log step and per evaluation, e.g.
+# albertkit.training.run_logger writes one line per log step and per evaluation, e.g.
 #   albertkit step=120 loss=3.1415 mlm_accuracy=0.1234 sop_accuracy=0.6100 learning_rate=0.000500 seq_per_s=123.4
 #   albertkit eval step=120 loss=2.9 mlm_accuracy=0.1500 sop_accuracy=0.6400
 # SageMaker turns the first capture group of each regex into a CloudWatch metric.
+# The names come from the task classes (their log_keys), the one place they are listed.
 TRAIN_METRICS: dict[str, tuple[str, ...]] = {
-    "pretraining": (
-        "loss",
-        "mlm_loss",
-        "mlm_accuracy",
-        "sop_loss",
-        "sop_accuracy",
-        "grad_norm",
-        "learning_rate",
-        "seq_per_s",
-    ),
-    "squad": ("loss", "span_accuracy", "grad_norm", "learning_rate", "seq_per_s"),
-    "classification": ("loss", "accuracy", "grad_norm", "learning_rate", "seq_per_s"),
+    name: task_class(name).log_keys.train_lines for name in TASK_NAMES
 }
 EVAL_METRICS: dict[str, tuple[str, ...]] = {
-    "pretraining": ("loss", "mlm_accuracy", "sop_accuracy", "mlm_accuracy_over_baseline"),
-    # official SQuAD script keys: v1.1 exact_match/f1; v2.0 exact/f1/HasAns_*/NoAns_*/best_*
-    "squad": ("exact_match", "exact", "f1", "HasAns_f1", "NoAns_f1", "best_exact", "best_f1"),
-    "classification": ("loss", "accuracy", "f1", "mcc", "pearson", "spearman"),
+    name: task_class(name).log_keys.eval for name in TASK_NAMES
 }
 _NUMBER = r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
 

@@ -1,33 +1,44 @@
-"""Tasks: what a model learns (pretraining, SQuAD, classification) and how it is scored."""
+"""Tasks: what a model learns (pretraining, SQuAD, classification) and how it is scored.
+
+``build_task(cfg, spec)`` builds the task ``cfg.task`` names (the data kind decides it, see
+``albertkit.config.TASK_OF_KIND``); ``task_class(name)`` gives its class, whose ``log_keys``
+name the metrics it reports. Importing a task module does not import TensorFlow.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, assert_never
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from albertkit.config import TrainerConfig
+    from albertkit.config import TaskName, TrainerConfig
     from albertkit.models.sizes import AlbertSpec
     from albertkit.tasks.base import Task
 
+TASK_NAMES: tuple[TaskName, ...] = ("pretraining", "squad", "classification")
 
-def build_task(cfg: TrainerConfig, spec: AlbertSpec) -> Task:
-    """The task for ``cfg.data.kind`` (exhaustive over the data union)."""
-    d = cfg.data
-    dtype = cfg.runtime.precision
-    remat = cfg.runtime.remat
-    match d.kind:
-        case "synthetic" | "tfrecord" | "demo":
+
+def task_class(name: TaskName) -> type[Task]:
+    """The class of the task called ``name``."""
+    match name:
+        case "pretraining":
             from albertkit.tasks.pretraining import PretrainingTask
 
-            return PretrainingTask(spec, d.seq_length, d.max_predictions_per_seq, dtype=dtype,
-                                   remat=remat)
+            return PretrainingTask
         case "squad":
             from albertkit.tasks.squad import SquadTask
 
-            return SquadTask(spec, d, dtype=dtype, remat=remat)
+            return SquadTask
         case "classification":
             from albertkit.tasks.classification import ClassificationTask
 
-            return ClassificationTask(spec, d, dtype=dtype, remat=remat)
+            return ClassificationTask
         case _:
-            assert_never(d.kind)
+            raise ValueError(f"unknown task {name!r}; known: {list(TASK_NAMES)}")
+
+
+def build_task(cfg: TrainerConfig, spec: AlbertSpec) -> Task:
+    """The task ``cfg.task`` names, for ``cfg.data`` and the run's batch shape, precision and
+    rematerialisation."""
+    return task_class(cfg.task).for_data(
+        cfg.data, spec, micro_batch_size=cfg.runtime.micro_batch_size,
+        dtype=cfg.runtime.precision, remat=cfg.runtime.remat)

@@ -17,17 +17,21 @@ regression (STS-B), each averaged over the micro-batch (as Hugging Face's
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import keras
 import numpy as np
-import tensorflow as tf
 
 from albertkit.config import ClassificationData, TrainerConfig
+from albertkit.data.finetune import FinetuneDatasets, load_task_tokenizer, padded_batches
 from albertkit.data.glue import GLUE_PRESETS, LabelMap, encode_examples, read_examples
 from albertkit.models.sizes import AlbertSpec
-from albertkit.tasks.base import Batch, Stats
+from albertkit.tasks.base import Batch, LogKeys, Stats, Task, forward_fn
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +120,7 @@ def classification_metrics(
 
 
 # --------------------------------------------------------------------------- the task
-class ClassificationTask:
+class ClassificationTask(Task):
     """Sentence / sentence-pair classification or regression with
     :class:`AlbertForSequenceClassification`.
 
@@ -127,23 +131,31 @@ class ClassificationTask:
     Args:
         spec: the model architecture.
         data: the ``data`` section.
+        micro_batch_size: examples per replica per micro-batch (training and evaluation).
         dtype: Keras dtype policy name (``runtime.precision``).
+        remat: recompute activations in the backward pass.
 
     Example:
-        >>> task = ClassificationTask(spec, cfg.data)
+        >>> task = ClassificationTask(spec, cfg.data, micro_batch_size=32)
         >>> model = task.build_model()
         >>> metrics = task.evaluate(model, None, task.datasets(cfg, SingleProcess()), cfg, None)
     """
 
     name = "classification"
+    log_keys = LogKeys(
+        train=("loss", "accuracy"),
+        eval=("loss", "accuracy", "f1", "mcc", "pearson", "spearman"),
+        progress=("loss", "accuracy", "f1", "pearson"),
+    )
 
     def __init__(
-        self, spec: AlbertSpec, data: ClassificationData, dtype: str | None = None,
-        remat: bool = False,
+        self, spec: AlbertSpec, data: ClassificationData, *, micro_batch_size: int,
+        dtype: str | None = None, remat: bool = False,
     ) -> None:
         self.remat = remat
         self.spec = spec
         self.data = data
+        self.micro_batch_size = micro_batch_size
         self.dtype = dtype
         self.preset = GLUE_PRESETS[data.task] if data.task else None
         self._tokenizer = None
@@ -201,6 +213,8 @@ class ClassificationTask:
         return model
 
     def dummy_batch(self, batch_size: int) -> Batch:
+        import tensorflow as tf
+
         L = self.data.max_seq_length
         return {
             "input_ids": tf.zeros([batch_size, L], tf.int32),
@@ -212,6 +226,8 @@ class ClassificationTask:
     def loss_and_stats(
         self, model: keras.Model, batch: Batch, training: bool
     ) -> tuple[tf.Tensor, Stats]:
+        import tensorflow as tf
+
         out = model({k: batch[k] for k in MODEL_INPUTS}, training=training)
         logits = tf.cast(out["logits"], tf.float32)  # [B, num_labels]
         n = tf.cast(tf.shape(logits)[0], tf.float32)
@@ -247,7 +263,7 @@ class ClassificationTask:
             stats["fn"] = tf.reduce_sum(tf.cast(~pos_p & pos_l, tf.float32))
         return tf.reduce_mean(ce), stats
 
-    def metrics(self, stats: dict[str, float]) -> dict[str, float]:
+    def metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
         n = max(float(stats["examples"]), 1.0)
         out = {"loss": float(stats["loss_sum"]) / n}
         if "sum_xy" in stats:
@@ -267,8 +283,6 @@ class ClassificationTask:
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            from albertkit.data.squad import load_task_tokenizer
-
             self._tokenizer = load_task_tokenizer(self.data, self.spec.vocab_size)
         return self._tokenizer
 
@@ -292,12 +306,11 @@ class ClassificationTask:
             self._eval_arrays = self.features(self.read(self.data.eval_file))
         return self._eval_arrays
 
-    def datasets(self, cfg: TrainerConfig, distributor: Any):
+    def datasets(self, cfg: TrainerConfig, distributor: Any) -> FinetuneDatasets:
         """Train / eval pipelines (see :class:`~albertkit.data.finetune.FinetuneDatasets`).
 
         Training features are built on the first ``train()`` call.
         """
-        from albertkit.data.finetune import FinetuneDatasets
 
         def train_arrays():
             train = self.features(self.train_examples)
@@ -314,10 +327,11 @@ class ClassificationTask:
         return FinetuneDatasets(
             train_arrays,
             evals,
-            cfg.runtime.micro_batch_size,
+            self.micro_batch_size,
             cfg.runtime.seed,
             distributor,
             eval_steps=cfg.runtime.eval_steps,
+            tokenizer_dir=self.data.tokenizer,
         )
 
     # ------------------------------------------------------------------ evaluation
@@ -325,9 +339,6 @@ class ClassificationTask:
         self, model: keras.Model, arrays: dict[str, np.ndarray], batch_size: int, step: Any = None
     ) -> np.ndarray:
         """Model outputs (logits, or scores ``[N, 1]``) for every record, in order."""
-        from albertkit.data.finetune import padded_batches
-        from albertkit.tasks.squad import forward_fn
-
         predict = forward_fn(model, step)
         outs = [
             np.asarray(predict(batch)["logits"])[:rows]
@@ -339,7 +350,7 @@ class ClassificationTask:
         self,
         model: keras.Model,
         step: Any,
-        data: Any,
+        data: FinetuneDatasets | None,
         cfg: TrainerConfig,
         run_dir: str | Path | None,
     ) -> dict[str, float]:
@@ -350,7 +361,7 @@ class ClassificationTask:
         and ``examples``.
         """
         arrays = self.eval_arrays()
-        outputs = self.predict(model, arrays, cfg.runtime.micro_batch_size, step)
+        outputs = self.predict(model, arrays, self.micro_batch_size, step)
         labels = arrays["labels"]
         result = classification_metrics(labels, outputs, self.regression)
         if self.regression:

@@ -4,15 +4,28 @@ Loss definitions follow Google's ALBERT ``run_pretraining.py``: the MLM loss is 
 weighted mean of token cross-entropies over the gathered masked positions
 (sum(w * ce) / (sum(w) + 1e-5)), the SOP loss the mean cross-entropy over the batch, and
 the total loss their sum.
+
+Evaluation sums the same stats over the held-out batches and compares the MLM accuracy with
+the accuracy of always predicting the most frequent masked target of that held-out set
+(:class:`MaskedTargetCounts`): a model below that baseline has learnt only unigram counts.
 """
 
 from __future__ import annotations
 
-import keras
-import tensorflow as tf
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from albertkit.config import ConfigError, TrainerConfig
+from albertkit.data.batching import accumulation_batches
 from albertkit.models.sizes import AlbertSpec
-from albertkit.tasks.base import Batch, Stats
+from albertkit.tasks.base import Batch, LogKeys, Stats, Task
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
 
 PRETRAINING_FEATURES = (
     "input_ids",
@@ -25,24 +38,49 @@ PRETRAINING_FEATURES = (
 )
 
 
-class PretrainingTask:
+class PretrainingTask(Task):
     """MLM + SOP pretraining of :class:`~albertkit.models.albert.AlbertForPretraining`.
 
+    Args:
+        spec: the model architecture.
+        seq_length, max_predictions_per_seq: the feature shapes.
+        micro_batch_size: examples per replica per micro-batch.
+        dtype: Keras dtype policy name (``runtime.precision``).
+        remat: recompute activations in the backward pass.
+
     Example:
-        >>> task = PretrainingTask(spec, seq_length=128, max_predictions_per_seq=20)
+        >>> task = PretrainingTask(spec, seq_length=128, max_predictions_per_seq=20,
+        ...                        micro_batch_size=32)
         >>> model = task.build_model()
         >>> loss, stats = task.loss_and_stats(model, batch, training=True)
     """
 
     name = "pretraining"
+    log_keys = LogKeys(
+        train=("loss", "mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy"),
+        eval=("loss", "mlm_accuracy", "sop_accuracy", "mlm_accuracy_over_baseline"),
+        progress=("loss", "mlm_accuracy", "sop_accuracy"),
+    )
 
-    def __init__(self, spec: AlbertSpec, seq_length: int, max_predictions_per_seq: int,
-                 dtype: str | None = None, remat: bool = False) -> None:
+    def __init__(self, spec: AlbertSpec, seq_length: int, max_predictions_per_seq: int, *,
+                 micro_batch_size: int, dtype: str | None = None, remat: bool = False) -> None:
         self.remat = remat
         self.spec = spec
         self.seq_length = seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
+        self.micro_batch_size = micro_batch_size
         self.dtype = dtype
+
+    @classmethod
+    def for_data(cls, data: Any, spec: AlbertSpec, *, micro_batch_size: int,
+                 dtype: str | None = None, remat: bool = False) -> PretrainingTask:
+        return cls(spec, data.seq_length, data.max_predictions_per_seq,
+                   micro_batch_size=micro_batch_size, dtype=dtype, remat=remat)
+
+    @property
+    def best_metric(self) -> tuple[str, bool]:
+        """The held-out loss, lower is better."""
+        return "loss", False
 
     def build_model(self) -> keras.Model:
         from albertkit.models.albert import AlbertForPretraining
@@ -52,6 +90,8 @@ class PretrainingTask:
         return model
 
     def dummy_batch(self, batch_size: int) -> Batch:
+        import tensorflow as tf
+
         seq, preds = self.seq_length, self.max_predictions_per_seq
         return {
             "input_ids": tf.zeros([batch_size, seq], tf.int32),
@@ -65,6 +105,8 @@ class PretrainingTask:
 
     def loss_and_stats(self, model: keras.Model, batch: Batch, training: bool
                        ) -> tuple[tf.Tensor, Stats]:
+        import tensorflow as tf
+
         out = model(batch, training=training)
         mlm_logits = tf.cast(out["mlm_logits"], tf.float32)  # [B, P, V]
         sop_logits = tf.cast(out["sop_logits"], tf.float32)  # [B, 2]
@@ -94,7 +136,7 @@ class PretrainingTask:
         }
         return mlm_loss + tf.reduce_mean(sop_ce), stats
 
-    def metrics(self, stats: dict[str, float]) -> dict[str, float]:
+    def metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
         mlm_w = max(float(stats["mlm_weight"]), 1e-5)
         n = max(float(stats["examples"]), 1.0)
         mlm_loss = float(stats["mlm_loss_sum"]) / mlm_w
@@ -106,3 +148,185 @@ class PretrainingTask:
             "sop_loss": sop_loss,
             "sop_accuracy": float(stats["sop_correct"]) / n,
         }
+
+    # ------------------------------------------------------------------ data
+    def datasets(self, cfg: TrainerConfig, distributor: Any) -> PretrainingData:
+        """Train / eval pipelines of the pretraining data kinds (demo, tfrecord, synthetic)."""
+        return PretrainingData(cfg, self, distributor)
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, model: keras.Model, step: Any, data: PretrainingData, cfg: TrainerConfig,
+                 run_dir: str | Path | None) -> dict[str, float]:
+        """Summed stats over up to ``runtime.eval_steps`` eval batches, plus the baseline.
+
+        A collective: every rank must call it (the stats and the target counts are summed
+        over all ranks). ``step`` is required: its compiled, all-reduced evaluation is used.
+        """
+        max_batches = cfg.runtime.eval_steps
+        totals: dict[str, float] = {}
+        targets = MaskedTargetCounts(self.spec.vocab_size)
+        n = 0
+        for batch in data.eval():
+            stats = step.evaluate_batch(batch)
+            for k, v in stats.items():
+                totals[k] = totals.get(k, 0.0) + float(v)
+            targets.add(batch)
+            n += 1
+            if n >= max_batches:
+                break
+        dist = step.distributor
+        if dist.size > 1:
+            # The stats above are already global; the baseline's target histogram and the
+            # batch count are summed here, by every rank (a collective: all ranks call it).
+            import tensorflow as tf
+
+            summed = dist.local_value(dist.run(
+                lambda h, b: dist.reduce_sum({"targets": h, "batches": b}),
+                tf.constant(targets.counts, tf.float32), tf.constant(float(n))))
+            targets = MaskedTargetCounts.from_counts(summed["targets"])
+            n = int(summed["batches"])
+        if n == 0 or not totals:
+            raise ConfigError(
+                "evaluation produced no batches: the eval data holds fewer examples than one "
+                "batch (runtime.micro_batch_size per replica); add eval data, lower the "
+                "micro-batch, or set runtime.eval_every_steps=0")
+        metrics = self.metrics(totals)
+        if targets.total > 0:
+            metrics["mlm_baseline_accuracy"] = targets.baseline()["accuracy"]
+            metrics["mlm_accuracy_over_baseline"] = metrics["mlm_accuracy"] / max(
+                metrics["mlm_baseline_accuracy"], 1e-9)
+        metrics["eval_batches"] = float(n)
+        return metrics
+
+
+class MaskedTargetCounts:
+    """How often each token id is a masked-LM target (weight > 0) in the batches seen.
+
+    The baseline it gives, always predicting the most frequent target, is the accuracy a
+    model reaches from unigram counts alone.
+
+    Example:
+        >>> counts = MaskedTargetCounts(vocab_size)
+        >>> for batch in eval_batches:
+        ...     counts.add(batch)
+        >>> counts.baseline()  # doctest: +SKIP
+        {'token_id': 9, 'accuracy': 0.031, 'targets': 5120}
+    """
+
+    def __init__(self, vocab_size: int) -> None:
+        self.counts = np.zeros(vocab_size, np.float64)
+
+    @classmethod
+    def from_counts(cls, counts: Any) -> MaskedTargetCounts:
+        out = cls(0)
+        out.counts = np.asarray(counts, np.float64).copy()
+        return out
+
+    def add(self, batch: Mapping[str, Any]) -> None:
+        ids = np.asarray(batch["masked_lm_ids"]).ravel()
+        weights = np.asarray(batch["masked_lm_weights"]).ravel()
+        np.add.at(self.counts, ids[weights > 0], 1.0)
+
+    @property
+    def total(self) -> int:
+        return int(self.counts.sum())
+
+    def baseline(self) -> dict[str, float]:
+        """``{"token_id", "accuracy", "targets"}``: the most frequent target (the smallest id
+        on a tie), the accuracy of always predicting it, and the number of targets."""
+        if self.total == 0:
+            raise ValueError("no masked targets were counted")
+        return {"token_id": int(np.argmax(self.counts)),
+                "accuracy": float(self.counts.max() / self.counts.sum()),
+                "targets": self.total}
+
+
+class PretrainingData:
+    """Train/eval tf.data pipelines for the pretraining data kinds (a :class:`TaskData`).
+
+    ``demo`` prepares (once, cached) the built-in corpus under ``run_dir/data``; ``tfrecord``
+    reads the shards named in the config and checks their tokenizer fits the model;
+    ``synthetic`` generates random valid examples.
+    """
+
+    def __init__(self, cfg: TrainerConfig, task: PretrainingTask, distributor: Any) -> None:
+        self.cfg = cfg
+        self.task = task
+        self.distributor = distributor
+        d = cfg.data
+        vocab_size = task.spec.vocab_size
+        self.eval_files: list[str] = []
+        self.train_files: list[str] = []
+        self._tokenizer_dir: Path | None = None
+        if d.kind == "demo":
+            from albertkit.data.demo import prepare_demo_data
+
+            files = prepare_demo_data(d, Path(cfg.run_dir) / "data", seed=cfg.runtime.seed)
+            self.train_files, self.eval_files = list(files.train_files), list(files.eval_files)
+            self._tokenizer_dir = Path(files.tokenizer_dir)
+            if files.vocab_size > vocab_size:
+                raise ConfigError(
+                    f"the demo tokenizer has {files.vocab_size} tokens but model.vocab_size="
+                    f"{vocab_size}")
+        elif d.kind == "tfrecord":
+            from albertkit.data.pretraining_dataset import expand_files, read_manifests
+
+            self._tokenizer_dir = d.tokenizer
+            self.train_files = expand_files(d.train_files)
+            self.eval_files = expand_files(d.eval_files) if d.eval_files else []
+            manifest, _ = read_manifests(self.train_files)  # token ids must fit the model
+            pieces = manifest["tokenizer"]["vocab_size"] if manifest else 0
+            if pieces > vocab_size:
+                raise ConfigError(
+                    f"data.train_files: {Path(self.train_files[0]).parent / 'manifest.json'} "
+                    f"says the data's tokenizer has {pieces} tokens but model.vocab_size="
+                    f"{vocab_size}")
+
+    @property
+    def tokenizer_dir(self) -> Path | None:
+        return self._tokenizer_dir
+
+    @property
+    def has_eval(self) -> bool:
+        d = self.cfg.data
+        if d.kind == "synthetic":
+            return d.eval_examples > 0
+        return bool(self.eval_files)
+
+    def _dataset(self, training: bool):
+        from albertkit.data.pretraining_dataset import (
+            build_pretraining_dataset,
+            build_synthetic_dataset,
+        )
+
+        cfg, d, dist = self.cfg, self.cfg.data, self.distributor
+        micro = self.task.micro_batch_size
+        if d.kind == "synthetic":
+            # Sharded by whole micro-batches of the single-process stream: N ranks with k
+            # micro-batches each compute exactly the micro-batches (and per-micro-batch loss
+            # normalisation) of one process with N*k, so the two runs are comparable.
+            return build_synthetic_dataset(
+                vocab_size=self.task.spec.vocab_size, seq_length=d.seq_length,
+                max_predictions_per_seq=d.max_predictions_per_seq, batch_size=micro,
+                num_examples=d.num_examples if training else d.eval_examples,
+                seed=cfg.runtime.seed + (0 if training else 1), repeat=training,
+                shard_index=dist.rank, num_shards=dist.size)
+        rules = d.masking_rules if d.kind == "tfrecord" else None
+        deterministic = d.deterministic if d.kind == "tfrecord" else True
+        return build_pretraining_dataset(
+            self.train_files if training else self.eval_files,
+            seq_length=d.seq_length, max_predictions_per_seq=d.max_predictions_per_seq,
+            batch_size=micro, masking=d.masking, masking_rules=rules,
+            shuffle_buffer=d.shuffle_buffer if training else 0,
+            seed=cfg.runtime.seed, deterministic=deterministic,
+            shard_index=dist.rank, num_shards=dist.size, repeat=training, training=training)
+
+    def train(self, skip_micro_batches: int = 0, accum: int = 1):
+        ds = self._dataset(training=True)
+        if skip_micro_batches:
+            # Resume at the exact data position: the pipeline is deterministic for a seed.
+            ds = ds.skip(skip_micro_batches)
+        return accumulation_batches(ds, accum, self.distributor)
+
+    def eval(self):
+        return self._dataset(training=False).take(self.cfg.runtime.eval_steps)

@@ -20,28 +20,31 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import keras
 import numpy as np
-import tensorflow as tf
 
 from albertkit.config import SquadData, TrainerConfig, atomic_write_text
+from albertkit.data.finetune import FinetuneDatasets, load_task_tokenizer, padded_batches
 from albertkit.data.squad import (
     FEATURE_NAMES,
     SquadExample,
     SquadFeatures,
     convert_examples,
-    load_task_tokenizer,
     parse_squad,
     read_squad,
     read_squad_json,
 )
 from albertkit.models.sizes import AlbertSpec
 from albertkit.tasks import squad_metrics
-from albertkit.tasks.base import Batch, Stats
+from albertkit.tasks.base import Batch, LogKeys, Stats, Task, forward_fn
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
 
 log = logging.getLogger(__name__)
 
@@ -184,28 +187,37 @@ def postprocess(
 
 
 # --------------------------------------------------------------------------- the task
-class SquadTask:
+class SquadTask(Task):
     """Question answering on SQuAD v1.1 / v2.0 with :class:`AlbertForQuestionAnswering`.
 
     Args:
         spec: the model architecture.
         data: the ``data`` section (files, tokenizer, window sizes, n-best settings).
+        micro_batch_size: examples per replica per micro-batch (training and evaluation).
         dtype: Keras dtype policy name (``runtime.precision``).
+        remat: recompute activations in the backward pass.
 
     Example:
-        >>> task = SquadTask(spec, cfg.data, dtype="float32")
+        >>> task = SquadTask(spec, cfg.data, micro_batch_size=32, dtype="float32")
         >>> model = task.build_model()
         >>> data = task.datasets(cfg, SingleProcess())
         >>> metrics = task.evaluate(model, None, data, cfg, run_dir)  # {"exact", "f1", ...}
     """
 
     name = "squad"
+    log_keys = LogKeys(
+        train=("loss", "span_accuracy"),
+        # the official script's keys: v1.1 exact_match/f1; v2.0 exact/f1/HasAns_*/NoAns_*/best_*
+        eval=("exact_match", "exact", "f1", "HasAns_f1", "NoAns_f1", "best_exact", "best_f1"),
+        progress=("loss", "span_accuracy"),
+    )
 
-    def __init__(self, spec: AlbertSpec, data: SquadData, dtype: str | None = None,
-                 remat: bool = False) -> None:
+    def __init__(self, spec: AlbertSpec, data: SquadData, *, micro_batch_size: int,
+                 dtype: str | None = None, remat: bool = False) -> None:
         self.remat = remat
         self.spec = spec
         self.data = data
+        self.micro_batch_size = micro_batch_size
         self.dtype = dtype
         self._tokenizer = None
         self._eval: tuple[dict[str, Any], SquadFeatures] | None = None
@@ -228,6 +240,8 @@ class SquadTask:
         return model
 
     def dummy_batch(self, batch_size: int) -> Batch:
+        import tensorflow as tf
+
         L = self.data.max_seq_length
         return {
             "input_ids": tf.zeros([batch_size, L], tf.int32),
@@ -240,6 +254,8 @@ class SquadTask:
     def loss_and_stats(
         self, model: keras.Model, batch: Batch, training: bool
     ) -> tuple[tf.Tensor, Stats]:
+        import tensorflow as tf
+
         out = model({k: batch[k] for k in MODEL_INPUTS}, training=training)
         start_logits = tf.cast(out["start_logits"], tf.float32)  # [B, L]
         end_logits = tf.cast(out["end_logits"], tf.float32)
@@ -260,7 +276,7 @@ class SquadTask:
         }
         return tf.reduce_mean(ce), stats
 
-    def metrics(self, stats: dict[str, float]) -> dict[str, float]:
+    def metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
         n = max(float(stats["examples"]), 1.0)
         return {
             "loss": float(stats["loss_sum"]) / n,
@@ -300,14 +316,12 @@ class SquadTask:
             self._eval = (raw, self.features(examples, progress))
         return self._eval
 
-    def datasets(self, cfg: TrainerConfig, distributor: Any):
+    def datasets(self, cfg: TrainerConfig, distributor: Any) -> FinetuneDatasets:
         """Train / eval pipelines (see :class:`~albertkit.data.finetune.FinetuneDatasets`).
 
         The training set is read and converted on the first ``train()`` call, so evaluating a
         run never converts it.
         """
-        from albertkit.data.finetune import FinetuneDatasets
-
         progress = bool(distributor.is_chief and cfg.logging.progress_bar)
 
         def train_arrays():
@@ -322,10 +336,11 @@ class SquadTask:
         return FinetuneDatasets(
             train_arrays,
             eval_arrays,
-            cfg.runtime.micro_batch_size,
+            self.micro_batch_size,
             cfg.runtime.seed,
             distributor,
             eval_steps=cfg.runtime.eval_steps,
+            tokenizer_dir=self.data.tokenizer,
         )
 
     # ------------------------------------------------------------------ evaluation
@@ -339,8 +354,6 @@ class SquadTask:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Start/end logits ``[N, L]`` for every window (all of them, on every rank)."""
         from tqdm.auto import tqdm
-
-        from albertkit.data.finetune import padded_batches
 
         predict = forward_fn(model, step)
         starts, ends = [], []
@@ -360,7 +373,7 @@ class SquadTask:
         self,
         model: keras.Model,
         step: Any,
-        data: Any,
+        data: FinetuneDatasets | None,
         cfg: TrainerConfig,
         run_dir: str | Path | None,
         write: bool | None = None,
@@ -375,13 +388,11 @@ class SquadTask:
         ``HasAns_*``, ``NoAns_*``, ``best_exact``, ``best_exact_thresh``, ``best_f1``,
         ``best_f1_thresh``) as floats.
         """
-        chief = getattr(getattr(step, "distributor", None), "is_chief", True)
+        chief = step is None or step.distributor.is_chief
         write = chief if write is None else write
         progress = bool(chief and cfg.logging.progress_bar)
         raw, features = self.eval_set(progress)
-        start, end = self.predict_logits(
-            model, features, cfg.runtime.micro_batch_size, step, progress
-        )
+        start, end = self.predict_logits(model, features, self.micro_batch_size, step, progress)
         preds = postprocess(
             features,
             start,
@@ -413,10 +424,3 @@ class SquadTask:
             atomic_write_text(out / "eval_results.json", json.dumps(result, indent=2) + "\n")
         return result
 
-
-def forward_fn(model: keras.Model, step: Any):
-    """The step's compiled forward pass if it offers one, else a plain call."""
-    predict = getattr(step, "predict", None)
-    if predict is not None:
-        return predict
-    return lambda batch: model(batch, training=False)

@@ -19,8 +19,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from albertkit.checkpoint import CheckpointError, CheckpointManager
 from albertkit.config import ConfigError, TrainerConfig
+from albertkit.training.checkpoint import CheckpointError, CheckpointManager
 
 log = logging.getLogger("albertkit")
 

@@ -1,0 +1,288 @@
+"""The small pieces the training loop runs after every step.
+
+Each hook is a callable ``hook(step, out) -> reason | None``: ``step`` is the global step just
+taken, ``out`` the step's outputs as floats (summed stats, ``grad_norm``, ``loss_scale``,
+``finite``). A hook that returns a reason (a string) stops the loop; a hook that raises stops
+training with an error. Each one owns one concern and its own cadence:
+
+* :class:`MetricWindow`: sums the outputs between log lines, logs train metrics, drives the
+  progress bar;
+* :class:`NonFiniteGuard`: stops with :class:`TrainingError` after too many non-finite steps
+  in a row;
+* :class:`EvalAndBest`: evaluates every ``eval_every_steps`` and keeps the best checkpoint;
+* :class:`Checkpointing`: periodic checkpoints (and every other save, with the resume state);
+* :class:`StopSignal`: a signal (SIGTERM/SIGINT), agreed by all ranks, or ``until_step``;
+* :class:`Summary`: what a run writes to ``summary.json`` when it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from albertkit.config import atomic_write_text
+from albertkit.training.checkpoint import CheckpointManager
+from albertkit.training.run_logger import RunLogger
+
+log = logging.getLogger("albertkit")
+
+Hook = Callable[[int, dict[str, float]], "str | None"]
+
+# Step outputs that are not the task's summed stats.
+_STEP_OUTPUTS = ("grad_norm", "loss_scale", "finite")
+
+
+class TrainingError(RuntimeError):
+    """Training cannot continue (for example the loss stayed non-finite)."""
+
+
+class MetricWindow:
+    """Sums step outputs between two log lines and turns them into train metrics.
+
+    Every ``log_every`` steps and at the last step it logs the window's metrics (the task's
+    metrics of the summed stats, plus gradient norm, loss scale, skipped steps, learning rate
+    and throughput), shows the task's progress keys on the bar, and starts a new window.
+    """
+
+    def __init__(self, task: Any, step_fn: Any, optimizer: Any, logger: RunLogger, bar: Any,
+                 log_every: int, max_steps: int, sequences_per_step: int, echo: bool) -> None:
+        self.task, self.step_fn, self.optimizer = task, step_fn, optimizer
+        self.logger, self.bar = logger, bar
+        self.log_every, self.max_steps = log_every, max_steps
+        self.sequences_per_step = sequences_per_step
+        self.echo = echo
+        self.last: dict[str, float] = {}  # the latest logged train metrics
+        self._reset()
+
+    def _reset(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.steps = 0
+        self.started = time.perf_counter()
+
+    def __call__(self, step: int, out: dict[str, float]) -> None:
+        for k, v in out.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
+        self.steps += 1
+        self.bar.update(1)
+        if step % self.log_every == 0 or step == self.max_steps:
+            self.last = self.metrics()
+            self.logger.scalars(step, self.last, echo=self.echo)
+            self.bar.set_postfix({k: f"{self.last[k]:.4g}" for k in
+                                  self.task.log_keys.progress_bar if k in self.last},
+                                 refresh=False)
+            self._reset()
+
+    def metrics(self) -> dict[str, float]:
+        elapsed = time.perf_counter() - self.started
+        stats = {k: v for k, v in self.sums.items() if k not in _STEP_OUTPUTS}
+        metrics = dict(self.task.metrics(stats))
+        metrics["grad_norm"] = self.sums["grad_norm"] / self.steps
+        if self.step_fn.dynamic_loss_scale:
+            metrics["loss_scale"] = float(self.step_fn.loss_scale.numpy())
+        metrics["skipped_steps"] = float(self.step_fn.skipped_steps.numpy())
+        metrics["learning_rate"] = float(np.asarray(self.optimizer.learning_rate))
+        metrics["seq_per_s"] = self.steps * self.sequences_per_step / max(elapsed, 1e-9)
+        return metrics
+
+    def flush(self, step: int) -> None:
+        """Log what the window holds now (before an error ends the run)."""
+        if self.steps:
+            self.logger.scalars(step, self.metrics())
+            self._reset()
+
+
+class NonFiniteGuard:
+    """Warns on every skipped (non-finite) step; raises after ``limit`` in a row.
+
+    The shared step already skipped the update; this only decides when to give up, keeping
+    the last good checkpoint.
+    """
+
+    def __init__(self, step_fn: Any, limit: int, window: MetricWindow,
+                 checkpoint_dir: Path) -> None:
+        self.step_fn, self.limit, self.window = step_fn, limit, window
+        self.checkpoint_dir = checkpoint_dir
+        self.in_a_row = 0
+
+    def __call__(self, step: int, out: dict[str, float]) -> None:
+        self.in_a_row = 0 if out["finite"] else self.in_a_row + 1
+        if self.in_a_row:
+            log.warning("step %d skipped: non-finite gradients (%d in a row, %d in all)",
+                        step, self.in_a_row, int(self.step_fn.skipped_steps.numpy()))
+        if self.in_a_row >= self.limit:
+            self.window.flush(step)
+            raise TrainingError(
+                f"loss/gradients were non-finite for {self.in_a_row} consecutive steps "
+                f"(up to step {step}); the last good checkpoint is kept in "
+                f"{self.checkpoint_dir}. Lower optimizer.learning_rate or use "
+                "runtime.precision=mixed_bfloat16/float32.")
+
+
+class Checkpointing:
+    """Writes checkpoints: every ``every`` steps (as a hook) and on request (:meth:`save`).
+
+    Each checkpoint's state records the data position (micro-batches consumed), the
+    settings that must match to resume exactly (``identity``), the best checkpoint so far
+    (which pruning keeps) and why it was written. Collective: every rank calls it, the chief
+    writes.
+    """
+
+    def __init__(self, manager: CheckpointManager, distributor: Any, groups: dict[str, list],
+                 accum: int, identity: dict[str, Any], every: int, max_steps: int) -> None:
+        self.manager, self.distributor, self.groups = manager, distributor, groups
+        self.accum, self.identity = accum, identity
+        self.every, self.max_steps = every, max_steps
+        self.best: dict[str, Any] | None = None
+        self.last_path: str | None = None
+
+    def __call__(self, step: int, out: dict[str, float]) -> None:
+        if step % self.every == 0 and step < self.max_steps:
+            self.save(step, "periodic")
+
+    def save(self, step: int, reason: str) -> None:
+        self.distributor.barrier()
+        if not self.distributor.is_chief:
+            return
+        state = {"consumed_micro_batches": step * self.accum, **self.identity,
+                 "best": self.best, "reason": reason}
+        protect = {Path(self.best["path"])} if self.best else set()
+        path = self.manager.save(step, self.groups, state, protect=protect)
+        self.last_path = str(path)
+        log.debug("checkpoint written: %s", path)
+
+
+class EvalAndBest:
+    """Evaluates every ``every`` steps (not at the last one: the run's end does) and saves a
+    "best" checkpoint when the task's best metric improves (``keep_best``)."""
+
+    def __init__(self, evaluate: Callable[[int], dict[str, float]], best_metric: tuple[str, bool],
+                 checkpointing: Checkpointing, every: int, max_steps: int,
+                 keep_best: bool) -> None:
+        self.evaluate, self.best_metric = evaluate, best_metric
+        self.checkpointing = checkpointing
+        self.every, self.max_steps, self.keep_best = every, max_steps, keep_best
+        self.last: dict[str, float] = {}  # the latest evaluation
+
+    def __call__(self, step: int, out: dict[str, float]) -> None:
+        if self.every and step % self.every == 0 and step < self.max_steps:
+            self.run(step)
+
+    def run(self, step: int) -> dict[str, float]:
+        self.last = metrics = self.evaluate(step)
+        key, higher = self.best_metric
+        if key not in metrics or not self.keep_best:
+            return metrics
+        ckpt = self.checkpointing
+        value = metrics[key]
+        best = ckpt.best
+        if best is None or (value > best["value"] if higher else value < best["value"]):
+            ckpt.save(step, "best")
+            ckpt.best = {"metric": key, "value": value, "step": step, "path": ckpt.last_path}
+        return metrics
+
+
+class StopSignal:
+    """Stops the loop when asked (``event``: set by a signal handler) or at ``until_step``.
+
+    With several ranks the decision is collective (a signal reaches ranks at different
+    steps; a rank that stopped alone would leave the others blocked in the next all-reduce),
+    taken every ``check_every`` steps.
+    """
+
+    def __init__(self, event: threading.Event, distributor: Any, check_every: int,
+                 until_step: int | None = None) -> None:
+        self.event, self.distributor = event, distributor
+        self.check_every, self.until_step = check_every, until_step
+
+    def requested(self, step: int) -> bool:
+        """Whether any rank was asked to stop (a collective on several ranks)."""
+        dist = self.distributor
+        if dist.size == 1:
+            return self.event.is_set()
+        if step % self.check_every:
+            return False
+        import tensorflow as tf
+
+        flag = tf.constant(1.0 if self.event.is_set() else 0.0)
+        total = dist.local_value(dist.run(lambda f: dist.reduce_sum({"stop": f}), flag))
+        if float(total["stop"]) > 0:
+            self.event.set()
+        return self.event.is_set()
+
+    def __call__(self, step: int, out: dict[str, float]) -> str | None:
+        if self.requested(step) or (self.until_step is not None and step >= self.until_step):
+            reason = "signal" if self.event.is_set() else "until_step"
+            log.warning("stopping at step %d (%s): writing a checkpoint", step, reason)
+            return reason
+        return None
+
+
+@contextmanager
+def stop_on_signals(event: threading.Event) -> Iterator[None]:
+    """SIGTERM (spot interruption, job stop) and SIGINT set ``event``: the loop then
+    checkpoints and stops. A second SIGINT interrupts at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+
+    def handler(signum, frame):
+        if event.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        event.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+
+
+class Summary:
+    """The record of a finished (or interrupted) run; the chief writes ``summary.json``."""
+
+    def __init__(self, path: Path, task: str, max_steps: int, start_step: int,
+                 sequences_per_step: int, accum: int, replicas: int, parameters: int,
+                 chief: bool) -> None:
+        self.path, self.task, self.max_steps, self.start_step = path, task, max_steps, start_step
+        self.sequences_per_step, self.accum, self.replicas = sequences_per_step, accum, replicas
+        self.parameters, self.chief = parameters, chief
+
+    def __call__(self, step: int, stopped_by: str | None, wall_seconds: float,
+                 train: dict[str, float], evaluation: dict[str, float],
+                 best: dict[str, Any] | None, skipped_steps: int,
+                 last_checkpoint: str | None) -> dict[str, Any]:
+        summary = {
+            "task": self.task,
+            "status": "interrupted" if stopped_by else "completed",
+            "step": step,
+            "max_steps": self.max_steps,
+            "resumed_from_step": self.start_step,
+            "train": train,
+            "eval": evaluation,
+            "best": best,
+            "skipped_steps": skipped_steps,
+            "wall_seconds": round(wall_seconds, 2),
+            "sequences_per_second": round((step - self.start_step) * self.sequences_per_step
+                                          / max(wall_seconds, 1e-9), 2),
+            "global_batch_size": self.sequences_per_step,
+            "accumulation_steps": self.accum,
+            "replicas": self.replicas,
+            "parameters": self.parameters,
+            "last_checkpoint": last_checkpoint,
+        }
+        if self.chief:
+            atomic_write_text(self.path, json.dumps(summary, indent=2))
+            log.info("summary written to %s", self.path)
+        return summary

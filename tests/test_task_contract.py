@@ -1,0 +1,223 @@
+"""The task contract, checked the same way on every task (pretraining, SQuAD, classification).
+
+``run_task_contract_test(task, batch, ...)`` asserts what the trainer relies on:
+
+* every member of the :class:`~albertkit.tasks.base.Task` protocol is there;
+* stats are sums: one batch of 8 as 2 accumulated micro-batches of 4 (the shared step's
+  in-graph accumulation) gives the stats, metrics and gradients of the batch taken whole;
+* the same batch split over 2 replicas whose stats are all-reduced gives them too (run
+  with two replicas on two logical CPUs in a subprocess, since TensorFlow's devices are
+  fixed once it starts);
+* a checkpoint written and restored through the checkpoint manager gives back identical
+  weights, optimizer state and metrics.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import make_tiny_config
+
+SEQ, PREDS, BATCH = 16, 4, 8
+# No dropout anywhere: a split batch must see exactly the computation of the whole one.
+NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+              "classifier_dropout_prob": 0.0}
+DATA = {
+    "pretraining": {"kind": "synthetic", "seq_length": SEQ, "max_predictions_per_seq": PREDS},
+    "squad": {"kind": "squad", "train_file": "train.json", "tokenizer": "tok",
+              "max_seq_length": 24, "doc_stride": 4, "max_query_length": 8},
+    "classification": {"kind": "classification", "task": "sst2", "train_file": "train.tsv",
+                       "tokenizer": "tok", "max_seq_length": SEQ},
+}
+
+
+def contract_case(name: str, seed: int = 0):
+    """The task called ``name`` (built like the trainer builds it) and a batch of 8."""
+    from albertkit.tasks import build_task
+
+    cfg = make_tiny_config(model=NO_DROPOUT, data=DATA[name])
+    task = build_task(cfg, cfg.model.spec)
+    rng = np.random.default_rng(seed)
+    vocab = cfg.model.spec.vocab_size
+    seq = SEQ if name == "pretraining" else cfg.data.max_seq_length
+    lengths = rng.integers(seq // 2, seq + 1, size=BATCH)
+    mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int32)
+    ids = rng.integers(5, vocab, size=(BATCH, seq)).astype(np.int32) * mask
+    batch = {"input_ids": ids, "input_mask": mask,
+             "segment_ids": ((np.arange(seq)[None, :] >= lengths[:, None] // 2) * mask
+                             ).astype(np.int32)}
+    if name == "pretraining":
+        pos = np.stack([rng.choice(np.arange(1, n), PREDS, replace=False) for n in lengths])
+        batch.update(masked_lm_positions=pos.astype(np.int32),
+                     masked_lm_ids=np.take_along_axis(ids, pos, 1).astype(np.int32),
+                     masked_lm_weights=np.ones((BATCH, PREDS), np.float32),
+                     next_sentence_labels=rng.integers(0, 2, size=BATCH).astype(np.int32))
+    elif name == "squad":
+        starts = rng.integers(0, seq // 2, size=BATCH)
+        batch.update(start_positions=starts.astype(np.int32),
+                     end_positions=(starts + rng.integers(0, 3, size=BATCH)).astype(np.int32))
+    else:
+        batch["labels"] = rng.integers(0, 2, size=BATCH).astype(np.int32)
+    return cfg, task, batch
+
+
+def _build(cfg, task, distributor, accum: int):
+    import keras
+
+    from albertkit.training.step import TrainStep
+
+    keras.utils.set_random_seed(0)
+    with distributor.scope():
+        model = task.build_model()
+        optimizer = cfg.optimizer.build(total_steps=cfg.runtime.max_steps)
+        step = TrainStep(task, model, optimizer, distributor, cfg.runtime, accum,
+                         cfg.optimizer.clip_norm)
+    return model, optimizer, step
+
+
+def _split(batch, parts: int):
+    import tensorflow as tf
+
+    return {k: tf.constant(v.reshape((parts, -1) + v.shape[1:])) for k, v in batch.items()}
+
+
+def _assert_same_stats(task, a, b, what: str) -> None:
+    keys = set(a) - {"grad_norm", "loss_scale", "finite"}
+    assert keys == set(b) - {"grad_norm", "loss_scale", "finite"}, what
+    for k in sorted(keys):
+        np.testing.assert_allclose(float(a[k]), float(b[k]), rtol=1e-5, atol=1e-5,
+                                   err_msg=f"{what}: stat {k}")
+    ma = task.metrics({k: float(a[k]) for k in keys})
+    mb = task.metrics({k: float(b[k]) for k in keys})
+    assert set(ma) == set(mb)
+    for k in ma:
+        assert ma[k] == pytest.approx(mb[k], rel=1e-5, abs=1e-6), f"{what}: metric {k}"
+
+
+def run_task_contract_test(task, batch, cfg, checkpoint_dir: Path | None = None,
+                           distributor=None) -> None:
+    """Assert the task contract for ``task`` on ``batch`` (8 examples, NumPy arrays).
+
+    Args:
+        cfg: the config the task was built from (optimizer and runtime of the step).
+        checkpoint_dir: where to check save/restore (skipped if None).
+        distributor: a two-replica backend: check all-reduced stats (skipped if None).
+    """
+    import tensorflow as tf
+
+    from albertkit.distributed.single import SingleProcess
+    from albertkit.tasks import TASK_NAMES
+    from albertkit.tasks.base import LogKeys, Task
+
+    # ---- the protocol
+    assert isinstance(task, Task)
+    assert task.name in TASK_NAMES and task.name == cfg.task
+    assert isinstance(task.log_keys, LogKeys) and "loss" in task.log_keys.train
+    assert set(task.log_keys.progress) <= set(task.log_keys.train) | {"f1", "pearson"}
+    key, higher = task.best_metric
+    assert isinstance(key, str) and isinstance(higher, bool)
+    assert task.micro_batch_size == cfg.runtime.micro_batch_size
+    for member in ("build_model", "dummy_batch", "loss_and_stats", "metrics", "datasets",
+                   "evaluate"):
+        assert callable(getattr(task, member)), member
+    dummy = task.dummy_batch(2)
+    assert set(dummy) == set(batch), "dummy_batch has the features of a real batch"
+
+    # ---- accumulated (2 x 4) == whole (1 x 8)
+    _, _, whole = _build(cfg, task, SingleProcess(), accum=1)
+    g1, s1 = whole._compute(_split(batch, 1), tf.constant(1.0))
+    _, _, accumulated = _build(cfg, task, SingleProcess(), accum=2)
+    g2, s2 = accumulated._compute(_split(batch, 2), tf.constant(1.0))
+    _assert_same_stats(task, s1, s2, "accumulated")
+    for a, b in zip(g1, g2, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+
+    # ---- all-reduced over 2 replicas (1 x 4 each) == whole (1 x 8)
+    if distributor is not None:
+        assert distributor.replicas == 2
+        ref = whole(_split(batch, 1))
+        _, _, replicated = _build(cfg, task, distributor, accum=1)
+        halves = [{k: v[None, 4 * r: 4 * (r + 1)] for k, v in batch.items()} for r in range(2)]
+        signature = {k: tf.TensorSpec((1, 4) + v.shape[1:], tf.as_dtype(v.dtype))
+                     for k, v in batch.items()}
+        data = tf.data.Dataset.from_generator(lambda: iter(halves),
+                                              output_signature=signature)
+        out = replicated(next(iter(distributor.distribute_dataset(data))))
+        _assert_same_stats(task, ref, out, "all-reduced")
+        np.testing.assert_allclose(float(ref["grad_norm"]), float(out["grad_norm"]),
+                                   rtol=1e-4)
+
+    # ---- save / restore through the checkpoint manager
+    if checkpoint_dir is not None:
+        from albertkit.training.checkpoint import CheckpointManager
+
+        model, optimizer, step = _build(cfg, task, SingleProcess(), accum=1)
+        step(_split(batch, 1))  # optimizer slots and counters hold something
+        groups = {"model": list(model.variables), "optimizer": list(optimizer.variables),
+                  "step": step.state_variables}
+        manager = CheckpointManager(checkpoint_dir)
+        manager.save(1, groups, {"task": task.name})
+        before = step.evaluate_batch({k: tf.constant(v) for k, v in batch.items()})
+        saved = [v.numpy().copy() for vs in groups.values() for v in vs]
+
+        import keras
+
+        keras.utils.set_random_seed(1)  # a differently initialised copy
+        model2, optimizer2, step2 = _build(cfg, task, SingleProcess(), accum=1)
+        step2(_split(batch, 1))
+        groups2 = {"model": list(model2.variables), "optimizer": list(optimizer2.variables),
+                   "step": step2.state_variables}
+        ckpt = manager.latest()
+        assert ckpt is not None and ckpt.step == 1 and ckpt.state["task"] == task.name
+        manager.restore(ckpt, groups2)
+        restored = [v.numpy() for vs in groups2.values() for v in vs]
+        assert len(saved) == len(restored)
+        for a, b in zip(saved, restored, strict=True):
+            np.testing.assert_array_equal(a, b)
+        after = step2.evaluate_batch({k: tf.constant(v) for k, v in batch.items()})
+        _assert_same_stats(task, before, after, "restored")
+
+
+@pytest.mark.parametrize("name", ["pretraining", "squad", "classification"])
+def test_task_contract(name, tmp_path):
+    cfg, task, batch = contract_case(name)
+    run_task_contract_test(task, batch, cfg, checkpoint_dir=tmp_path / "checkpoints")
+
+
+def test_every_task_has_a_contract_case():
+    from albertkit.tasks import TASK_NAMES
+
+    assert set(DATA) == set(TASK_NAMES)
+
+
+_ALL_REDUCED = """
+import os, sys
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, {tests!r})
+from albertkit.distributed.multiworker import MultiWorkerDistributor
+from test_task_contract import contract_case, run_task_contract_test
+
+for name in ("pretraining", "squad", "classification"):
+    dist = MultiWorkerDistributor(strategy=tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+    cfg, task, batch = contract_case(name)
+    run_task_contract_test(task, batch, cfg, distributor=dist)
+    print("ALL_REDUCED_OK", name, flush=True)
+"""
+
+
+def test_task_contract_all_reduced_over_two_replicas(tmp_path):
+    script = tmp_path / "all_reduced.py"
+    script.write_text(textwrap.dedent(_ALL_REDUCED.format(tests=str(Path(__file__).parent))))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.count("ALL_REDUCED_OK") == 3, proc.stdout
