@@ -472,7 +472,7 @@ def test_shipped_sagemaker_examples_validate():
     assert configs, "no examples/configs/sagemaker_*.yaml"
     for path in configs:
         cfg = smjob.load_launch_config(
-            path, [], {"role_arn": ROLE, "image_uri": IMAGE, "output_path": "s3://bkt/p", **NET}
+            path, [], {"bucket": "bkt", "role_arn": ROLE, "image_uri": IMAGE, "output_path": "s3://bkt/p", **NET}
         )
         plan = smjob.to_sagemaker(cfg).plan()
         assert plan["ResourceConfig"]["InstanceType"].startswith("ml."), path

@@ -98,7 +98,9 @@ def test_dockerfile_has_what_sagemaker_needs():
     assert hook_env and hook_env[0] > last_run
     # dependencies before albertkit's source, so a code change rebuilds only the last layer
     copies = [i for i, (op, rest) in enumerate(ins) if op == "COPY"]
-    src_copy = next(i for i in copies if ins[i][1].startswith("src "))
+    src_copy = next(i for i in copies if ins[i][1].startswith(". /opt/albertkit-src"))
+    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    assert "*" in ignore and "!src/" in ignore and "!docker/" in ignore  # context = the code
     horovod = next(i for i, (op, rest) in enumerate(ins) if op == "RUN" and "build_horovod" in rest)
     assert horovod < src_copy
 
