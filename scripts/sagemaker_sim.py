@@ -139,7 +139,7 @@ def stage(args: argparse.Namespace) -> int:
     import boto3
     import moto
 
-    from albertkit.sagemaker.job import to_sagemaker
+    from albertkit.sagemaker.submit import to_sagemaker
 
     work = Path(args.work).resolve()
     data = make_data(work)

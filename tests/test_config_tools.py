@@ -232,7 +232,7 @@ def test_show_text_is_stable_for_a_given_config():
 
 
 def test_show_resolves_sagemaker_configs_like_launch(capsys):
-    from albertkit.sagemaker.job import sagemaker_defaults_from_env
+    from albertkit.sagemaker.defaults import sagemaker_defaults_from_env
 
     path = ROOT / "examples" / "configs" / "sagemaker_pretrain_base.yaml"
     env = sagemaker_defaults_from_env({

@@ -69,7 +69,7 @@ def _rel(path: Path) -> str:
 def _load(path: Path) -> TrainerConfig:
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     if isinstance(raw, dict) and raw.get("sagemaker") is not None:
-        from albertkit.sagemaker.job import load_launch_config, sagemaker_defaults_from_env
+        from albertkit.sagemaker.defaults import load_launch_config, sagemaker_defaults_from_env
 
         return load_launch_config(path, [], sagemaker_defaults_from_env(LAUNCH_ENV))
     return TrainerConfig.from_yaml(path)

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from albertkit.sagemaker import entrypoint as ep
-from albertkit.sagemaker import job as smjob
+from albertkit.sagemaker import plan as smplan
+from albertkit.sagemaker import submit as smsubmit
 
 sm_train = pytest.importorskip("sagemaker.train")
 from sagemaker.train import templates as sdk_templates  # noqa: E402
@@ -80,7 +81,7 @@ def source_like_sm_train(env_file: Path) -> subprocess.CompletedProcess:
 
 # --------------------------------------------------------------------------- hyperparameters
 def test_planned_hyperparameters_survive_the_sdk_environment_script(tmp_path):
-    job = smjob.to_sagemaker(
+    job = smsubmit.to_sagemaker(
         tiny_config(), hyperparameters={"optimizer.learning_rate": 0.002, "runtime.seed": 3}
     )
     hps = job.plan(job_name="albertkit-test")["HyperParameters"]
@@ -99,7 +100,7 @@ def test_a_dotted_name_would_stop_sm_train(tmp_path):
 
 
 def test_encoded_override_reaches_the_config_through_the_driver_arguments(tmp_path):
-    job = smjob.to_sagemaker(tiny_config(), hyperparameters={"optimizer.learning_rate": 0.002})
+    job = smsubmit.to_sagemaker(tiny_config(), hyperparameters={"optimizer.learning_rate": 0.002})
     root, environ = opt_ml(tmp_path, job)
     # the SDK's drivers pass SM_HPS on the command line (hyperparameters_to_cli_args)
     sys.path.insert(0, str(SDK_DRIVERS))
@@ -177,7 +178,7 @@ def run_as_container(tmp_path: Path, with_hook: bool) -> tuple[subprocess.Popen,
     # PID 1 is exactly SageMaker's entry point: /bin/bash -c "<ContainerArguments[1]>". The
     # setup shell before it must not read the hook (it is PID 1 until it execs), so BASH_ENV
     # is set only for the exec'd bash, as the image's ENV sets it for the real one.
-    pid1 = smjob._SDK_ARGUMENTS[1]
+    pid1 = smplan._SDK_ARGUMENTS[1]
     setup = (
         f"mount -t tmpfs tmpfs /opt && mkdir /opt/ml && mount --bind {opt} /opt/ml "
         f'&& if [ -n "$HOOK" ]; then export BASH_ENV="$HOOK"; fi '

@@ -422,7 +422,7 @@ def add_parser(subparsers, sagemaker_env_defaults: Mapping[str, Any] | None = No
                ) -> argparse.ArgumentParser:
     """Register ``albertkit config`` with ``schema``, ``show`` and ``reference``.
 
-    ``sagemaker_env_defaults`` (``albertkit.sagemaker.job.sagemaker_defaults_from_env``
+    ``sagemaker_env_defaults`` (``albertkit.sagemaker.defaults.sagemaker_defaults_from_env``
     of ``os.environ``, read by ``cli.py``) fill a config's ``sagemaker:`` section as
     ``albertkit launch`` does, so ``show`` resolves SageMaker configs the same way.
     """
@@ -485,7 +485,7 @@ def load_for_show(path: Path, overrides: list[str],
         except (OSError, yaml.YAMLError, UnicodeDecodeError):
             raw = None  # from_yaml below reports the problem with file and line
         if isinstance(raw, dict) and raw.get("sagemaker") is not None:
-            from albertkit.sagemaker.job import load_launch_config
+            from albertkit.sagemaker.defaults import load_launch_config
 
             return load_launch_config(path, overrides, sagemaker_env_defaults)
     return TrainerConfig.from_yaml(path, overrides)

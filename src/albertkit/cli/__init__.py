@@ -146,17 +146,17 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 def _add_optional_commands(sub) -> None:
     """Subcommands that live beside the code they drive (each module owns its arguments)."""
     from albertkit.benchmark import add_parser as add_benchmark
+    from albertkit.cli.sagemaker import add_launch_parser
     from albertkit.config_tools import add_parser as add_config
     from albertkit.data.commands import add_prepare_data_parser, add_train_tokenizer_parser
     from albertkit.report import add_parser as add_report
-    from albertkit.sagemaker.job import add_parser as add_launch
-    from albertkit.sagemaker.job import sagemaker_defaults_from_env
+    from albertkit.sagemaker.defaults import sagemaker_defaults_from_env
     from albertkit.tasks.commands import add_parser as add_squad_eval
 
     add_train_tokenizer_parser(sub)
     add_prepare_data_parser(sub)
     add_squad_eval(sub)
-    add_launch(sub, sagemaker_defaults_from_env(os.environ))  # env read here, not in configs
+    add_launch_parser(sub, sagemaker_defaults_from_env(os.environ))  # env read here, not in configs
     add_benchmark(sub)
     add_report(sub)
     add_config(sub, sagemaker_defaults_from_env(os.environ))

@@ -6,7 +6,7 @@ checked without any AWS call: combinations SageMaker would refuse (or accept and
 on hours later) are refused with a message that names the field and the value.
 
 Nothing here reads the environment; ``albertkit launch`` takes defaults from environment
-variables through ``albertkit.sagemaker.job.sagemaker_defaults_from_env``.
+variables through ``albertkit.sagemaker.defaults.sagemaker_defaults_from_env``.
 
 Example:
     >>> cfg = SageMakerConfig(
@@ -42,6 +42,7 @@ MAX_KEEP_ALIVE_SECONDS = 21600  # ResourceConfig.KeepAlivePeriodInSeconds maximu
 JOB_NAME_TIMESTAMP = 15  # "-YYYYmmddHHMMSS" appended by the SDK; names are <= 63 chars
 RESERVED_CHANNELS = ("code", "sm_drivers")  # created by the SageMaker SDK for the source
 CONFIG_HYPERPARAMETER = "config"  # the hyperparameter that names the config JSON
+MULTIWORKER_PORT = 12355  # where tf_multiworker workers listen unless distribution.port says
 
 BUCKET_PLACEHOLDER = "{bucket}"  # stands for SageMakerConfig.bucket in any other value
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
@@ -172,7 +173,7 @@ class MultiWorkerDistribution(_Section):
     GPUs; the entry point builds TF_CONFIG from SM_HOSTS and listens on ``port``."""
 
     kind: Literal["tf_multiworker"] = "tf_multiworker"
-    port: int = Field(12355, ge=1024, le=65535)
+    port: int = Field(MULTIWORKER_PORT, ge=1024, le=65535)
 
 
 DistributionConfig = Annotated[

@@ -16,7 +16,7 @@ container has none. The image itself holds no key, so pulling it gives no access
 the job's key is as private as the job's own S3 input prefix (docs/sagemaker.md, "SSH
 between hosts").
 
-It is uploaded as ``DRIVER_SCRIPT`` by ``albertkit.sagemaker.job`` and runs with the
+It is uploaded as ``DRIVER_SCRIPT`` by ``albertkit.sagemaker.plan`` and runs with the
 container's Python, outside albertkit's package; it imports nothing from albertkit.
 """
 
