@@ -20,9 +20,9 @@
 #   --gpu           NCCL GPU operations; needs CUDA + NCCL            (HOROVOD_BUILD_GPU=1)
 #                   (NCCL found via HOROVOD_NCCL_HOME / the CUDA paths, as Horovod documents).
 #                   Without a CUDA toolkit (no HOROVOD_CUDA_HOME, no nvcc on PATH) the
-#                   compiler, headers and libraries come from the nvidia-* wheels that
-#                   `tensorflow[and-cuda]` installed, assembled into a temporary CUDA tree;
-#                   NCCL is then linked dynamically to the wheel's libnccl.so.2.
+#                   compiler comes from the CUDA 13 compiler wheels (scratch only) and the
+#                   runtime + NCCL from the CUDA 12 wheels `tensorflow[and-cuda]` installed,
+#                   assembled into a temporary CUDA tree; both are linked dynamically.
 #   --mpi           require MPI (mpicc on PATH); default: Gloo only   (HOROVOD_BUILD_MPI=1)
 #   --force         rebuild even if horovod.tensorflow already imports
 #   --verify        afterwards run `horovodrun -np 2 --gloo` on a two-rank all-reduce (CPU)
@@ -38,6 +38,9 @@
 set -euo pipefail
 
 HOROVOD_VERSION="0.28.1"
+# CUDA compiler used when the environment has only TensorFlow's CUDA 12 wheels (see
+# cuda_tree_from_wheels). CUDA 13 compiles for compute capability 7.5 and newer only.
+CUDA_COMPILER_VERSION="${CUDA_COMPILER_VERSION:-13.0.88}"
 PY="${PYTHON:-python3}"
 GPU="${HOROVOD_BUILD_GPU:-0}"
 MPI="${HOROVOD_BUILD_MPI:-0}"
@@ -145,32 +148,34 @@ export MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}"
 
 # --------------------------------------------------------------------------- GPU: CUDA from wheels
 cuda_tree_from_wheels() {
-  # nvcc finds its helpers relative to itself (nvcc.profile: TOP = bin/..), so the compiler
-  # package is copied whole; headers and libraries of the other wheels are linked beside it.
-  local nv tree d f name
+  # A CUDA tree for Horovod's build out of pip wheels. The CUDA 12 wheels that TensorFlow
+  # installs carry the runtime, NCCL and their headers but, in every 12.x release on PyPI,
+  # only ptxas of the compiler; the CUDA 13 compiler wheels (nvidia-cuda-nvcc, -nvvm, -crt,
+  # -runtime for the matching headers) are complete. So: compiler and headers from CUDA 13,
+  # downloaded into the build's scratch folder only, and the libraries Horovod links (the
+  # CUDA runtime, NCCL) from TensorFlow's CUDA 12 wheels, so the process loads one of each.
+  # nvcc finds cicc and its headers relative to itself (nvcc.profile: TOP = bin/..).
+  local nv tree d f name cu13
   nv="$("$PY" -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null)" \
     || die "--gpu: no CUDA toolkit and no nvidia-* wheels in $PY (pip install 'tensorflow[and-cuda]')"
-  [[ -x "$nv/cuda_nvcc/bin/nvcc" ]] || die "--gpu: $nv/cuda_nvcc/bin/nvcc missing (pip install nvidia-cuda-nvcc-cu12)"
   [[ -f "$nv/nccl/include/nccl.h" ]] || die "--gpu: $nv/nccl/include/nccl.h missing (pip install nvidia-nccl-cu12)"
-  tree="$SHIM/cuda"
-  cp -a "$nv/cuda_nvcc" "$tree"
-  mkdir -p "$tree/include" "$tree/lib64"
-  for d in "$nv"/*/include; do
-    for f in "$d"/*; do
-      name="${f##*/}"
-      [[ -e "$tree/include/$name" ]] || ln -s "$f" "$tree/include/$name"
-    done
-  done
-  for d in "$nv"/*/lib; do
-    for f in "$d"/*.so* "$d"/*.a; do
-      [[ -e "$f" ]] || continue
-      name="${f##*/}"
-      [[ -e "$tree/lib64/$name" ]] || ln -s "$f" "$tree/lib64/$name"
-      # the wheels ship only versioned sonames; the linker wants the bare names
-      [[ "$name" =~ ^(lib[^.]+)\.so\.[0-9]+$ && ! -e "$tree/lib64/${BASH_REMATCH[1]}.so" ]] \
-        && ln -s "$f" "$tree/lib64/${BASH_REMATCH[1]}.so"
-    done
-  done
+  [[ -f "$nv/cuda_runtime/lib/libcudart.so.12" ]] || die "--gpu: $nv/cuda_runtime/lib/libcudart.so.12 missing"
+  cu13="$SHIM/cu13-wheels"
+  "$PY" -m pip install --no-cache-dir -q --no-deps --target "$cu13" \
+    "nvidia-cuda-nvcc==$CUDA_COMPILER_VERSION" "nvidia-nvvm==$CUDA_COMPILER_VERSION" \
+    "nvidia-cuda-crt==$CUDA_COMPILER_VERSION" "nvidia-cuda-runtime==$CUDA_COMPILER_VERSION" >&2
+  tree="$cu13/nvidia/cu13"
+  [[ -x "$tree/bin/nvcc" && -x "$tree/nvvm/bin/cicc" ]] || die "--gpu: the CUDA compiler wheels lack nvcc/cicc"
+  # link against TensorFlow's CUDA 12 runtime, never the compiler wheels' own shared one
+  # (its static archives stay: CMake's compiler check links a test program with them)
+  mkdir -p "$tree/lib64"
+  mv "$tree"/lib/*.a "$tree/lib64/"
+  rm -rf "$tree/lib"
+  ln -s "$nv/cuda_runtime/lib/libcudart.so.12" "$tree/lib64/libcudart.so"
+  for f in "$nv"/nccl/lib/libnccl.so*; do ln -s "$f" "$tree/lib64/${f##*/}"; done
+  [[ -e "$tree/lib64/libnccl.so" ]] || ln -s "$nv/nccl/lib/libnccl.so.2" "$tree/lib64/libnccl.so"
+  ln -s "$nv/nccl/include/nccl.h" "$tree/include/nccl.h"
+  [[ -e "$nv/nccl/include/nccl_net.h" ]] && ln -s "$nv/nccl/include/nccl_net.h" "$tree/include/nccl_net.h"
   echo "$tree"
 }
 
@@ -180,6 +185,11 @@ mkdir -p "$SRC"
 if [[ "$GPU" == 1 ]]; then
   if [[ -z "${HOROVOD_CUDA_HOME:-}" ]] && ! command -v nvcc >/dev/null 2>&1; then
     CUDA_TREE="$(cuda_tree_from_wheels)"
+    if [[ ",${HOROVOD_BUILD_CUDA_CC_LIST:-}," == *",70,"* ]]; then
+      echo "build_horovod.sh: CUDA 13 has no compute capability 7.0 (V100): dropped from HOROVOD_BUILD_CUDA_CC_LIST" >&2
+      HOROVOD_BUILD_CUDA_CC_LIST="$(echo ",$HOROVOD_BUILD_CUDA_CC_LIST," | sed 's/,70,/,/; s/^,//; s/,$//')"
+      export HOROVOD_BUILD_CUDA_CC_LIST
+    fi
     export HOROVOD_CUDA_HOME="$CUDA_TREE" CUDA_HOME="$CUDA_TREE" CUDAToolkit_ROOT="$CUDA_TREE"
     export PATH="$CUDA_TREE/bin:$PATH"
     export HOROVOD_NCCL_INCLUDE="$CUDA_TREE/include" HOROVOD_NCCL_LIB="$CUDA_TREE/lib64"
@@ -234,6 +244,15 @@ echo "build_horovod.sh: building horovod==$HOROVOD_VERSION for $PY (TensorFlow a
 start=$SECONDS
 "$PY" -m pip install --no-build-isolation --no-cache-dir "$TARGET"
 "$PY" -c "import horovod.tensorflow" || die "horovod installed but horovod.tensorflow does not import"
+if [[ "$GPU" == 1 ]]; then
+  # every CUDA/NCCL symbol the library needs must resolve against what the image loads
+  # (the CUDA 12 runtime and NCCL of TensorFlow's wheels), not only at first use on a GPU
+  lib="$("$PY" -c 'import glob, os, horovod; print(glob.glob(os.path.join(os.path.dirname(horovod.__file__), "tensorflow", "mpi_lib*.so"))[0])')"
+  missing="$(LD_LIBRARY_PATH="$TF_DIR:${LD_LIBRARY_PATH:-}" ldd -r "$lib" 2>&1 | grep -iE 'undefined symbol: .*(cuda|nccl)' || true)"
+  [[ -z "$missing" ]] || die "$lib has unresolved CUDA/NCCL symbols:
+$missing"
+  ldd "$lib" | grep -E 'cudart|nccl' || true
+fi
 echo "build_horovod.sh: built and installed horovod==$HOROVOD_VERSION in $((SECONDS - start)) s"
 "$BIN_DIR/horovodrun" --check-build || true
 

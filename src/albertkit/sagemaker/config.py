@@ -76,7 +76,9 @@ class _Section(BaseModel):
 
 
 def _check_s3(field: str, value: str | None) -> str | None:
-    if value is not None and not _S3_URI.match(value):
+    # an unfilled {bucket} is reported by SageMakerConfig once everything else is checked
+    probe = value.replace(BUCKET_PLACEHOLDER, "bucket") if value is not None else None
+    if probe is not None and not _S3_URI.match(probe):
         raise ValueError(f"{field}={value!r} is not an S3 URI like s3://bucket/prefix")
     return value
 
@@ -239,26 +241,19 @@ class SageMakerConfig(_Section):
         bucket = data.get("bucket")
         if bucket is not None and not _BUCKET.match(str(bucket)):
             raise ValueError(f"bucket={bucket!r} is not an S3 bucket name (no s3://, no '/')")
-        used: list[str] = []
+        if bucket is None:
+            return data  # an unfilled placeholder is reported after the other checks
 
-        def fill(node, where: str):
+        def fill(node):
             if isinstance(node, dict):
-                return {k: fill(v, f"{where}.{k}" if where else str(k)) for k, v in node.items()}
+                return {k: fill(v) for k, v in node.items()}
             if isinstance(node, list):
-                return [fill(v, f"{where}[{i}]") for i, v in enumerate(node)]
-            if isinstance(node, str) and BUCKET_PLACEHOLDER in node:
-                used.append(where)
-                return node.replace(BUCKET_PLACEHOLDER, bucket) if bucket else node
+                return [fill(v) for v in node]
+            if isinstance(node, str):
+                return node.replace(BUCKET_PLACEHOLDER, bucket)
             return node
 
-        filled = fill({k: v for k, v in data.items() if k != "bucket"}, "")
-        if used and bucket is None:
-            raise ValueError(
-                f"{', '.join(used)} use {BUCKET_PLACEHOLDER} but bucket is not set (in the "
-                "config, --set sagemaker.bucket=NAME, or $ALBERTKIT_SM_BUCKET for albertkit "
-                "launch)"
-            )
-        return {**filled, "bucket": bucket} if "bucket" in data else filled
+        return {k: (v if k == "bucket" else fill(v)) for k, v in data.items()}
 
     @field_validator("role_arn")
     @classmethod
@@ -422,6 +417,13 @@ class SageMakerConfig(_Section):
             )
         if self.distribution is not None and self.distribution.kind == "horovod":
             self.processes_per_host  # noqa: B018  (raises naming the instance type)
+        unfilled = _placeholder_fields(self.model_dump(mode="json", exclude={"bucket"}))
+        if unfilled:
+            raise ValueError(
+                f"{', '.join(unfilled)} use {BUCKET_PLACEHOLDER} but bucket is not set (in the "
+                "config, --set sagemaker.bucket=NAME, or $ALBERTKIT_SM_BUCKET for albertkit "
+                "launch)"
+            )
         return self
 
     # ------------------------------------------------------------------ derived
@@ -461,6 +463,16 @@ class SageMakerConfig(_Section):
     def backend(self) -> Literal["single", "horovod", "tf_multiworker"]:
         """The albertkit ``distributed.backend`` the job's processes use."""
         return "single" if self.distribution is None else self.distribution.kind
+
+
+def _placeholder_fields(node, where: str = "") -> list[str]:
+    """Dotted names of the values that still hold ``{bucket}``."""
+    if isinstance(node, dict):
+        return [f for k, v in node.items()
+                for f in _placeholder_fields(v, f"{where}.{k}" if where else str(k))]
+    if isinstance(node, list):
+        return [f for i, v in enumerate(node) for f in _placeholder_fields(v, f"{where}[{i}]")]
+    return [where] if isinstance(node, str) and BUCKET_PLACEHOLDER in node else []
 
 
 def hyperparameter_key(path: str) -> str:
