@@ -140,6 +140,9 @@ def main() -> int:
     )
 
     environ = os.environ
+    # the SDK's mpirun command exports LD_LIBRARY_PATH by name (-x); images that do not set
+    # it (this one loads CUDA through ld.so.conf) would make Open MPI complain
+    environ.setdefault("LD_LIBRARY_PATH", "")
     hosts, _ = layout(environ)
     master, current = environ["SM_MASTER_ADDR"], environ["SM_CURRENT_HOST"]
     # every host: its SM_* variables into /etc/environment (ranks started over ssh read them)
