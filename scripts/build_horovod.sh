@@ -24,6 +24,7 @@
 #                   runtime + NCCL from the CUDA 12 wheels `tensorflow[and-cuda]` installed,
 #                   assembled into a temporary CUDA tree; both are linked dynamically.
 #   --mpi           require MPI (mpicc on PATH); default: Gloo only   (HOROVOD_BUILD_MPI=1)
+#                   (HOROVOD_GLOO=0 with --mpi leaves Gloo out)
 #   --force         rebuild even if horovod.tensorflow already imports
 #   --verify        afterwards run `horovodrun -np 2 --gloo` on a two-rank all-reduce (CPU)
 #   -h, --help      this text
@@ -41,6 +42,7 @@ HOROVOD_VERSION="0.28.1"
 # CUDA compiler used when the environment has only TensorFlow's CUDA 12 wheels (see
 # cuda_tree_from_wheels). CUDA 13 compiles for compute capability 7.5 and newer only.
 CUDA_COMPILER_VERSION="${CUDA_COMPILER_VERSION:-13.0.88}"
+CUDA_CCCL_VERSION="${CUDA_CCCL_VERSION:-13.0.85}"  # libcu++ headers (nv/target) of that release
 PY="${PYTHON:-python3}"
 GPU="${HOROVOD_BUILD_GPU:-0}"
 MPI="${HOROVOD_BUILD_MPI:-0}"
@@ -132,7 +134,15 @@ echo '#include "xla/hlo/builder/xla_builder.h"' >"$SHIM/tensorflow/compiler/xla/
 export CPLUS_INCLUDE_PATH="$SHIM:$TF_INC/external/highwayhash:$TF_INC/external/farmhash_archive/src${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
 
 # --------------------------------------------------------------------------- build
-export HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITH_GLOO=1
+export HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
+# Gloo (horovodrun --gloo) unless HOROVOD_GLOO=0: an MPI build (the SageMaker image) does
+# not need it, and it is half of the compile time.
+if [[ "${HOROVOD_GLOO:-1}" == 0 ]]; then
+  [[ "$MPI" == 1 ]] || die "HOROVOD_GLOO=0 needs --mpi (no controller otherwise)"
+  export HOROVOD_WITHOUT_GLOO=1
+else
+  export HOROVOD_WITH_GLOO=1
+fi
 if [[ "$GPU" == 1 ]]; then
   export HOROVOD_GPU_OPERATIONS=NCCL
 else
@@ -163,7 +173,8 @@ cuda_tree_from_wheels() {
   cu13="$SHIM/cu13-wheels"
   "$PY" -m pip install --no-cache-dir -q --no-deps --target "$cu13" \
     "nvidia-cuda-nvcc==$CUDA_COMPILER_VERSION" "nvidia-nvvm==$CUDA_COMPILER_VERSION" \
-    "nvidia-cuda-crt==$CUDA_COMPILER_VERSION" "nvidia-cuda-runtime==$CUDA_COMPILER_VERSION" >&2
+    "nvidia-cuda-crt==$CUDA_COMPILER_VERSION" "nvidia-cuda-runtime==$CUDA_COMPILER_VERSION" \
+    "nvidia-cuda-cccl==$CUDA_CCCL_VERSION" >&2
   tree="$cu13/nvidia/cu13"
   [[ -x "$tree/bin/nvcc" && -x "$tree/nvvm/bin/cicc" ]] || die "--gpu: the CUDA compiler wheels lack nvcc/cicc"
   # link against TensorFlow's CUDA 12 runtime, never the compiler wheels' own shared one
