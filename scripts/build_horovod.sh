@@ -238,6 +238,15 @@ index = text.index(anchor) + len(anchor)
 text = text[:index] + "#if HAVE_GPU" + helper + "#endif // HAVE_GPU\n" + text[index:]
 ops.write_text(text)
 print(f"build_horovod.sh: patched {ops.name}: {calls} AsGpuStreamValue calls")
+# The XLA custom-call variant of the ops (xla_mpi_ops.cc, built with GPU support only,
+# HOROVOD_ENABLE_XLA_OPS) is written against XLA APIs TensorFlow 2.21 no longer has
+# (xla::StatusOr...). albertkit all-reduces outside XLA-compiled functions, so it is left out.
+tf_cmake = root / "horovod" / "tensorflow" / "CMakeLists.txt"
+text = tf_cmake.read_text()
+line = 'list(APPEND TF_SOURCES "${PROJECT_SOURCE_DIR}/horovod/tensorflow/xla_mpi_ops.cc")'
+assert line in text, "horovod/tensorflow/CMakeLists.txt: xla_mpi_ops.cc source line not found"
+tf_cmake.write_text(text.replace(line, "# " + line + "  # left out by albertkit (TF 2.21)"))
+print("build_horovod.sh: XLA custom-call ops left out (xla_mpi_ops.cc)")
 if runtime:
     cmake = root / "CMakeLists.txt"
     text = cmake.read_text()
