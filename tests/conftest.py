@@ -35,12 +35,11 @@ TINY_MODEL = {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_s
 
 
 def tiny_raw_config(run_dir=None, *, model=None, data=None, runtime=None, **sections) -> dict:
-    """The raw mapping of a tiny synthetic run; ``model``/``data``/``runtime`` entries are
-    merged over the defaults, other sections replace theirs."""
+    """The raw mapping of a tiny synthetic run; ``model``/``runtime`` entries are merged over
+    the defaults, ``data`` and other sections replace theirs."""
     raw = {
         "model": {**TINY_MODEL, **(model or {})},
-        "data": {"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
-                 **(data or {})},
+        "data": data or {"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5},
         "optimizer": {"kind": "adamw", "learning_rate": 1e-3},
         "runtime": {"micro_batch_size": 4, "global_batch_size": 8, "max_steps": 8,
                     "xla": False, **(runtime or {})},

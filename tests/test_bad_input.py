@@ -24,7 +24,7 @@ import yaml
 
 from albertkit.cli import main
 from albertkit.config import ConfigError, TrainerConfig
-from albertkit.training.checkpoint import CheckpointError
+from albertkit.errors import CheckpointError
 from albertkit.training.trainer import AlbertTrainer
 from fixtures.tiny_tokenizer import build_tiny_tokenizer
 
@@ -404,8 +404,8 @@ def test_non_utf8_corpus(tmp_path, capsys, tok_dir):
     # SentencePiece used to wrap this in "INTERNAL: ... At: corpus.py(216)"; now it is ours
     line = cli_error(capsys, _train_tok(tmp_path, bad))
     assert line.startswith(want) and "At:" not in line and "SentencePiece" not in line
-    from albertkit.data.corpus import CorpusError
     from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
+    from albertkit.errors import CorpusError
 
     with pytest.raises(CorpusError, match=r"latin1\.txt:2: invalid UTF-8"):
         train_tokenizer([bad], tmp_path / "tok2", TokenizerConfig(vocab_size=100, num_threads=1))
@@ -543,7 +543,8 @@ def squad_config(tmp_path: Path, train_file: Path, tok_dir: Path, **model) -> Pa
 @pytest.mark.parametrize("edit,pattern", [c[1:] for c in SQUAD_CASES],
                          ids=[c[0] for c in SQUAD_CASES])
 def test_squad_json_api(tmp_path, edit, pattern):
-    from albertkit.data.squad import SquadFormatError, read_squad
+    from albertkit.data.squad import read_squad
+    from albertkit.errors import SquadFormatError
 
     path = tmp_path / "train.json"
     path.write_text(json.dumps(squad_json(**edit)))
@@ -610,7 +611,8 @@ GLUE_CASES = [
 @pytest.mark.parametrize("content,expected", [c[1:] for c in GLUE_CASES],
                          ids=[c[0] for c in GLUE_CASES])
 def test_glue_file_problems(tmp_path, capsys, tok_dir, content, expected):
-    from albertkit.data.glue import GLUE_PRESETS, GlueDataError, LabelMap, read_examples
+    from albertkit.data.glue import GLUE_PRESETS, LabelMap, read_examples
+    from albertkit.errors import GlueDataError
 
     path = tmp_path / "train.tsv"
     path.write_bytes(content)
@@ -690,7 +692,7 @@ def test_subprocess_config_error_has_no_traceback_unless_debug(tmp_path):
     debug = run_cli("--debug", "pretrain", "--config", path)
     assert debug.returncode != 0
     assert "Traceback (most recent call last)" in debug.stderr
-    assert "albertkit.config.ConfigError" in debug.stderr
+    assert "albertkit.errors.ConfigError" in debug.stderr
 
 
 def test_subprocess_data_commands(tmp_path, tok_dir):

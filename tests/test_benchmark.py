@@ -13,29 +13,28 @@ import re
 import numpy as np
 import pytest
 
-from albertkit.benchmark import (
-    BenchmarkError,
+from albertkit.cli.benchmark import add_benchmark_parser
+from albertkit.config.sizes import SIZES, AlbertSpec
+from albertkit.errors import BenchmarkError
+from albertkit.hardware import DEVICES, INSTANCE_TYPES, GiB, get_device
+from albertkit.perf import (
+    BenchmarkResult,
     BenchmarkSettings,
-    PeakMemory,
-    add_parser,
     format_table,
-    run_benchmark,
+    measure,
 )
-from albertkit.memory import (
-    DEVICES,
+from albertkit.perf.memory import (
     PLANNED_DEVICES,
-    GiB,
     activation_bytes_per_sequence,
     default_predictions,
     estimate_memory,
     format_plan_table,
-    get_device,
     parameter_count,
     plan_batch,
     plan_table,
     training_flops,
 )
-from albertkit.models.sizes import SIZES, AlbertSpec
+from albertkit.perf.meter import PeakMemory
 
 SMALL = AlbertSpec(
     vocab_size=100,
@@ -220,13 +219,21 @@ def test_device_table():
 
 
 def test_device_table_agrees_with_sagemaker_instances():
-    instances = pytest.importorskip("albertkit.sagemaker.instances")
-    gpus = getattr(instances, "_GPUS", None)
-    if gpus is None:
-        pytest.skip("instances no longer keeps its own GPU table")
+    # GPU memory (GiB) and native bfloat16 of every GPU a SageMaker instance type carries
+    gpus = {"V100": (16, False), "V100-32GB": (32, False), "T4": (16, False),
+            "A10G": (24, True), "L4": (24, True), "L40S": (48, True), "A100": (40, True),
+            "A100-80GB": (80, True), "H100": (80, True), "H200": (141, True)}
     for name, (memory, bf16) in gpus.items():
         assert DEVICES[name].memory_gib == memory, name
         assert DEVICES[name].bf16 == bf16, name
+    seen = set()
+    for instance, spec in INSTANCE_TYPES.items():
+        if spec.gpu is None:
+            continue
+        seen.add(spec.gpu)
+        assert spec.gpu_memory_gib == DEVICES[spec.gpu].memory_gib, instance
+        assert spec.bf16 == DEVICES[spec.gpu].bf16, instance
+    assert seen == set(gpus)
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -238,6 +245,45 @@ def test_peak_memory_sees_a_short_allocation():
     del block
     assert mem.peak() - before >= 60 * 2**20
     mem.stop()
+
+
+def test_worker_builds_the_trainers_model_and_step():
+    """The albertkit worker goes through the trainer's config and build calls: the
+    settings' remat, precision and accumulation reach the model and the step."""
+    from albertkit.distributed.single import SingleProcess
+    from albertkit.perf.workers import trainer_config
+    from albertkit.training.builders import build_model_and_step
+
+    settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
+                                 micro_batch=2, accumulation=2, remat=True, xla=False)
+    cfg = trainer_config(settings)
+    assert cfg.runtime.remat and cfg.runtime.accumulation_steps(1) == 2
+    assert cfg.model.spec == settings.spec
+    built = build_model_and_step(cfg, SingleProcess())
+    assert built.model.get_config()["remat"] is True
+    assert built.step.model is built.model and built.accum == 2
+
+
+def test_pipeline_reads_the_records_it_writes(tmp_path):
+    from albertkit.data.pretraining_dataset import build_pretraining_dataset
+    from albertkit.perf.pipeline import SHARDS, write_pretraining_records
+
+    settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
+                                 micro_batch=4)
+    files = write_pretraining_records(tmp_path, settings, 10, np.random.default_rng(0))
+    assert len(files) == SHARDS
+    ds = build_pretraining_dataset(files, seq_length=32,
+                                   max_predictions_per_seq=settings.predictions, batch_size=5,
+                                   masking="static", shuffle_buffer=10, seed=0,
+                                   deterministic=True, repeat=False, training=True)
+    batches = list(ds)
+    assert sum(int(b["input_ids"].shape[0]) for b in batches) == 10
+    b = batches[0]
+    assert b["input_ids"].shape == (5, 32)
+    assert b["masked_lm_positions"].shape == (5, settings.predictions)
+    assert np.all(b["input_ids"].numpy() >= 5) and np.all(b["input_ids"].numpy() < 300)
+    assert np.all(b["masked_lm_weights"].numpy() == 1.0)
+    assert np.all(np.diff(b["masked_lm_positions"].numpy(), axis=1) > 0)
 
 
 def _check_table(text: str, frameworks: list[str]) -> None:
@@ -266,9 +312,10 @@ def test_benchmark_smoke_two_steps(tmp_path):
         xla=False,
         pipeline=False,
     )
-    result = run_benchmark(settings, progress=False)
-    json.dumps(result)  # serialisable
-    assert len(result["results"]["albertkit"]["step_times_s"]) == 2
+    result = measure(settings, progress=False)
+    json.loads(result.to_json())  # serialisable
+    assert BenchmarkResult.model_validate_json(result.to_json()) == result  # read back whole
+    assert len(result.results["albertkit"].step_times_s) == 2
     _check_table(format_table(result), ["albertkit"])
 
 
@@ -287,9 +334,9 @@ def test_benchmark_smoke_two_processes():
         pipeline=False,
         processes=[1, 2],
     )
-    result = run_benchmark(settings, progress=False)
-    row = result["data_parallel"]["2"]
-    assert len(row["step_times_s"]) == 2 and row["scaling_efficiency"] > 0
+    result = measure(settings, progress=False)
+    row = result.data_parallel["2"]
+    assert len(row.step_times_s) == 2 and row.scaling_efficiency > 0
     _check_table(format_table(result), ["albertkit", "albertkit x2 processes"])
 
 
@@ -308,10 +355,10 @@ def test_benchmark_smoke_compare_hf(tmp_path):
         compare=["hf-pytorch"],
         pipeline=False,
     )
-    result = run_benchmark(settings, progress=False)
+    result = measure(settings, progress=False)
     for f in ("albertkit", "hf-pytorch"):
-        assert len(result["results"][f]["step_times_s"]) == 2
-    assert result["results"]["hf-pytorch"]["params"] == result["results"]["albertkit"]["params"]
+        assert len(result.results[f].step_times_s) == 2
+    assert result.results["hf-pytorch"].params == result.results["albertkit"].params
     text = format_table(result)
     _check_table(text, ["albertkit", "hf-pytorch"])
     assert "albertkit / hf-pytorch: sequences/s x" in text
@@ -320,7 +367,7 @@ def test_benchmark_smoke_compare_hf(tmp_path):
 def test_cli_arguments_and_errors():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
-    add_parser(sub)
+    add_benchmark_parser(sub)
     args = parser.parse_args(
         [
             "benchmark",

@@ -12,21 +12,21 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from albertkit.config import ConfigError, TrainerConfig
-from albertkit.config_tools import (
-    SCHEMA_FILE,
-    _submodels,
-    add_parser,
-    json_schema,
-    main,
-    reference_markdown,
+from albertkit.cli import main
+from albertkit.cli.config import (
+    add_config_parser,
+    config_reference,
+    config_schema,
+    plugin_sections,
     show_config,
 )
+from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config.reference import SCHEMA_FILE, _submodels, composed_model
 from albertkit.data.demo import demo_config
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "configuration.md"
-REGENERATE = "python -m albertkit.config_tools reference --out docs/configuration.md"
+REGENERATE = "albertkit config reference --out docs/configuration.md"
 
 # Sections whose fields still lack `description=` (owned by the SageMaker module); remove a
 # name here once its fields are described, so that new fields cannot go undocumented.
@@ -36,13 +36,15 @@ DESCRIPTIONS_PENDING = {"SageMakerConfig", "S3Input", "FSxLustreInput", "LocalIn
 
 def _cli(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="albertkit")
-    add_parser(parser.add_subparsers(dest="command", required=True))
+    add_config_parser(parser.add_subparsers(dest="command", required=True))
     return parser.parse_args(argv)
 
 
-def _sections(model: type[BaseModel] = TrainerConfig, path: str = ""
+def _sections(model: type[BaseModel] | None = None, path: str = ""
               ) -> list[tuple[str, type[BaseModel]]]:
-    """Every (dotted path, section model) of the config tree, variants of unions included."""
+    """Every (dotted path, section model) of the config tree, variants of unions included
+    (plugin sections such as sagemaker: too)."""
+    model = model or composed_model(plugin_sections())
     out = [(path, model)]
     for name, info in model.model_fields.items():
         sub = _submodels(info.annotation)
@@ -56,12 +58,12 @@ def _sections(model: type[BaseModel] = TrainerConfig, path: str = ""
 def test_configuration_reference_is_up_to_date():
     assert REFERENCE.is_file(), f"docs/configuration.md is missing: run `{REGENERATE}`"
     current = REFERENCE.read_text(encoding="utf-8")
-    assert current == reference_markdown(), (
+    assert current == config_reference(), (
         f"docs/configuration.md is stale (the config models changed): run `{REGENERATE}`")
 
 
 def test_reference_lists_every_section_and_field():
-    text = reference_markdown()
+    text = config_reference()
     sections = _sections()
     assert len(sections) >= 20
     for path, model in sections:
@@ -88,25 +90,25 @@ def test_every_config_field_has_a_description():
 
 def test_reference_check_mode(tmp_path, capsys):
     out = tmp_path / "configuration.md"
-    assert main(["reference", "--out", str(out), "--check"]) == 1  # missing counts as stale
-    assert main(["reference", "--out", str(out)]) == 0
-    assert out.read_text() == reference_markdown()
-    assert main(["reference", "--out", str(out), "--check"]) == 0
+    assert main(["config", "reference", "--out", str(out), "--check"]) == 1  # missing counts as stale
+    assert main(["config", "reference", "--out", str(out)]) == 0
+    assert out.read_text() == config_reference()
+    assert main(["config", "reference", "--out", str(out), "--check"]) == 0
     out.write_text(out.read_text().replace("Peak learning rate", "Peak LR"))
-    assert main(["reference", "--out", str(out), "--check"]) == 1
+    assert main(["config", "reference", "--out", str(out), "--check"]) == 1
     assert "stale" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- schema
 @pytest.fixture(scope="module")
 def validator() -> jsonschema.Draft7Validator:
-    schema = json_schema()
+    schema = config_schema()
     jsonschema.Draft7Validator.check_schema(schema)
     return jsonschema.Draft7Validator(schema)
 
 
 def test_schema_is_draft07_for_the_yaml_language_server():
-    schema = json_schema()
+    schema = config_schema()
     text = json.dumps(schema)
     assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
     assert "$defs" not in text and '"discriminator"' not in text
@@ -167,7 +169,7 @@ def test_schema_command_writes_the_schema(tmp_path, capsys):
     out = tmp_path / SCHEMA_FILE
     args = _cli(["config", "schema", "--out", str(out)])
     assert args.func(args) == 0
-    assert json.loads(out.read_text()) == json_schema()
+    assert json.loads(out.read_text()) == config_schema()
     assert f"# yaml-language-server: $schema={out}" in capsys.readouterr().err
     args = _cli(["config", "schema"])
     assert args.func(args) == 0
@@ -219,7 +221,7 @@ def test_show_reports_config_errors_with_the_field(tmp_path):
     path = _tiny_config(tmp_path)
     with pytest.raises(ConfigError, match=r"runtime.max_stepz"):
         TrainerConfig.from_yaml(path, ["runtime.max_stepz=3"])
-    assert main(["show", "--config", str(path), "--set", "runtime.max_stepz=3"]) == 2
+    assert main(["config", "show", "--config", str(path), "--set", "runtime.max_stepz=3"]) == 2
 
 
 def test_show_text_is_stable_for_a_given_config():
@@ -241,7 +243,7 @@ def test_show_resolves_sagemaker_configs_like_launch(capsys):
         "ALBERTKIT_SM_SUBNETS": "subnet-0123456789abcdef0",
         "ALBERTKIT_SM_SECURITY_GROUP_IDS": "sg-0123456789abcdef0"})
     parser = argparse.ArgumentParser(prog="albertkit")
-    add_parser(parser.add_subparsers(dest="command", required=True), env)
+    add_config_parser(parser.add_subparsers(dest="command", required=True), env)
     args = parser.parse_args(["config", "show", "-c", str(path), "--format", "json"])
     assert args.func(args) == 0
     view = json.loads(capsys.readouterr().out)

@@ -8,7 +8,6 @@ import pytest
 
 from albertkit.data.corpus import (
     Chunk,
-    CorpusError,
     ReadStats,
     expand_inputs,
     plan_chunks,
@@ -16,6 +15,7 @@ from albertkit.data.corpus import (
     read_documents,
 )
 from albertkit.data.sentences import split_sentences
+from albertkit.errors import CorpusError
 
 
 @pytest.mark.parametrize(

@@ -12,13 +12,13 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from albertkit.data.pretraining_dataset import (  # noqa: E402
-    DatasetError,
     build_pretraining_dataset,
     build_synthetic_dataset,
 )
 from albertkit.data.tfrecord import read_records  # noqa: E402
 from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer  # noqa: E402
 from albertkit.data.writer import PretrainingDataConfig, prepare_pretraining_data, shard_files  # noqa: E402
+from albertkit.errors import DatasetError  # noqa: E402
 from albertkit.tasks.pretraining import MaskedTargetCounts  # noqa: E402
 
 L, P = 64, 10

@@ -9,7 +9,8 @@ import shutil
 import pytest
 
 from albertkit.data.sentences import split_sentences
-from albertkit.data.tokenizer import Tokenizer, TokenizerConfig, TokenizerError, train_tokenizer
+from albertkit.data.tokenizer import Tokenizer, TokenizerConfig, train_tokenizer
+from albertkit.errors import TokenizerError
 
 EXTRA = [
     "Café déjà vu — naïve façade at the Zürich Straße!",

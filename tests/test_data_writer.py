@@ -11,15 +11,11 @@ import numpy as np
 import pytest
 
 from albertkit.data import writer as writer_mod
-from albertkit.data.corpus import CorpusError
 from albertkit.data.instances import create_pairs, truncated_lengths
 from albertkit.data.tfrecord import count_records, encode_example, read_records
 from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
-from albertkit.data.writer import (
-    DataPreparationError,
-    PretrainingDataConfig,
-    prepare_pretraining_data,
-)
+from albertkit.data.writer import PretrainingDataConfig, prepare_pretraining_data
+from albertkit.errors import CorpusError, DataPreparationError
 
 
 def _corpus_text() -> str:
@@ -323,7 +319,7 @@ def test_skip_policy_counts_bad_lines(setup, tmp_path):
 def test_cli_commands(setup, tmp_path, capsys):
     import argparse
 
-    from albertkit.data.commands import add_prepare_data_parser, add_train_tokenizer_parser
+    from albertkit.cli.data import add_prepare_data_parser, add_train_tokenizer_parser
 
     root, corpus, tok = setup
     parser = argparse.ArgumentParser(prog="albertkit")

@@ -245,15 +245,15 @@ def test_synthetic_shards_are_disjoint_covering_and_match_the_single_stream(repe
 
 # ------------------------------------------------------------------------ cost model
 def test_communication_cost_model_by_hand():
-    from albertkit.distributed.cost import (
+    from albertkit.config.sizes import SIZES, AlbertSpec
+    from albertkit.perf.cost import (
         REFERENCE_GPUS_PER_NODE,
         REFERENCE_SEQ_PER_S_PER_NODE,
         gradient_bytes,
         predict,
         ring_bytes_per_link,
     )
-    from albertkit.memory import parameter_count
-    from albertkit.models.sizes import SIZES, AlbertSpec
+    from albertkit.perf.memory import parameter_count
 
     assert gradient_bytes(10) == 40 and gradient_bytes(10, fp16_compression=True) == 20
     assert ring_bytes_per_link(100.0, 1) == 0.0

@@ -12,21 +12,18 @@ import pytest
 from albertkit.config import TrainerConfig
 from albertkit.training.export import export_run, initialise_from, load_run_model
 from albertkit.training.trainer import AlbertTrainer
+from conftest import tiny_raw_config
 
 
 def raw(run_dir, **extra):
-    cfg = {
-        "run_dir": str(run_dir),
-        "model": {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_size": 16,
-                  "num_attention_heads": 2, "intermediate_size": 64,
-                  "max_position_embeddings": 64},
-        "data": {"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
-                 "num_examples": 64, "eval_examples": 0},
-        "optimizer": {"kind": "lamb", "learning_rate": 1e-2},
-        "runtime": {"micro_batch_size": 4, "global_batch_size": 4, "max_steps": 4,
-                    "eval_every_steps": 0, "xla": False},
-        "logging": {"progress_bar": False},
-    }
+    cfg = tiny_raw_config(
+        run_dir,
+        data={"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
+              "num_examples": 64, "eval_examples": 0},
+        optimizer={"kind": "lamb", "learning_rate": 1e-2},
+        runtime={"micro_batch_size": 4, "global_batch_size": 4, "max_steps": 4,
+                 "eval_every_steps": 0, "xla": False},
+    )
     cfg.update(extra)
     return cfg
 

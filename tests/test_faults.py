@@ -16,24 +16,24 @@ import pytest
 from safetensors.numpy import load_file
 
 from albertkit.config import TrainerConfig
-from albertkit.training.checkpoint import CheckpointError, CheckpointManager
-from albertkit.training.trainer import AlbertTrainer, TrainingError
+from albertkit.errors import CheckpointError, TrainingError
+from albertkit.training.checkpoint import CheckpointManager
+from albertkit.training.trainer import AlbertTrainer
+from conftest import tiny_raw_config
 
 
 def raw_config(run_dir, **runtime):
-    return {
-        "run_dir": str(run_dir),
-        "model": {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_size": 16,
-                  "num_attention_heads": 2, "intermediate_size": 64,
-                  "max_position_embeddings": 64, "hidden_dropout_prob": 0.1},
-        "data": {"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
-                 "num_examples": 256, "eval_examples": 0},
-        "optimizer": {"kind": "adamw", "learning_rate": 1e-3, "schedule": {"warmup_steps": 5}},
-        "runtime": {"micro_batch_size": 4, "global_batch_size": 8, "max_steps": 150,
-                    "eval_every_steps": 0, "xla": False, **runtime},
-        "checkpoint": {"every_steps": 10, "keep_last": 3},
-        "logging": {"log_every_steps": 5, "progress_bar": False},
-    }
+    return tiny_raw_config(
+        run_dir,
+        model={"hidden_dropout_prob": 0.1},
+        data={"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
+              "num_examples": 256, "eval_examples": 0},
+        optimizer={"kind": "adamw", "learning_rate": 1e-3, "schedule": {"warmup_steps": 5}},
+        runtime={"micro_batch_size": 4, "global_batch_size": 8, "max_steps": 150,
+                 "eval_every_steps": 0, "xla": False, **runtime},
+        checkpoint={"every_steps": 10, "keep_last": 3},
+        logging={"log_every_steps": 5, "progress_bar": False},
+    )
 
 
 def write_config(tmp_path, run_dir, **runtime):

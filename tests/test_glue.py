@@ -9,13 +9,8 @@ import numpy as np
 import pytest
 
 from albertkit.data.finetune import load_hf_tokenizer
-from albertkit.data.glue import (
-    GLUE_PRESETS,
-    GlueDataError,
-    LabelMap,
-    encode_examples,
-    read_examples,
-)
+from albertkit.data.glue import GLUE_PRESETS, LabelMap, encode_examples, read_examples
+from albertkit.errors import GlueDataError
 from albertkit.tasks.classification import (
     accuracy,
     average_ranks,

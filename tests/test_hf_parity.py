@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albertkit.config.sizes import AlbertSpec
 from albertkit.models import hf
 from albertkit.models.albert import (
     AlbertEncoder,
@@ -25,7 +26,6 @@ from albertkit.models.albert import (
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
 )
-from albertkit.models.sizes import AlbertSpec
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albertkit.config.sizes import AlbertSpec
 from albertkit.models.albert import (
     AlbertEncoder,
     AlbertForPretraining,
@@ -21,7 +22,6 @@ from albertkit.models.albert import (
     activation,
     gather_positions,
 )
-from albertkit.models.sizes import AlbertSpec
 
 SPEC = AlbertSpec(
     vocab_size=101,

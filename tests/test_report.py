@@ -17,12 +17,12 @@ import pytest
 import yaml
 from PIL import Image
 
+from albertkit.cli.report import add_report_parser
+from albertkit.errors import ReportError
+from albertkit.perf import BenchmarkResult, BenchmarkSettings
 from albertkit.report import (
-    ReportError,
-    add_parser,
     load_series,
     read_benchmark,
-    squad_threshold_curve,
     write_benchmark_report,
     write_run_report,
 )
@@ -48,7 +48,7 @@ def _check_png(path: Path) -> tuple[int, int]:
 
 def _cli(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="albertkit")
-    add_parser(parser.add_subparsers(dest="command", required=True))
+    add_report_parser(parser.add_subparsers(dest="command", required=True))
     return parser.parse_args(argv)
 
 
@@ -273,7 +273,7 @@ def test_squad_threshold_curve_matches_the_official_metric_at_every_threshold():
     gold = sm.gold_from_dataset(dataset, "2.0")
     best = {q: b for q, _, b, _ in qas}
     odds = {q: na for q, _, _, na in qas}
-    curve = squad_threshold_curve(gold, best, odds)
+    curve = sm.threshold_curve(gold, best, odds)
     assert len(curve["threshold"]) == len(set(odds.values())) + 1  # + "answer nothing"
     assert curve["threshold"] == sorted(curve["threshold"])
     for t, em, f1 in zip(curve["threshold"], curve["exact"], curve["f1"], strict=True):
@@ -329,51 +329,80 @@ def test_squad_threshold_curve_skipped_with_a_note_when_data_is_missing(tmp_path
 
 
 # --------------------------------------------------------------------------- benchmark
-def _benchmark_file(path: Path) -> Path:
-    results = []
-    for seq, base in ((128, 400.0), (256, 190.0), (512, 85.0)):
-        for procs, eff in ((1, 1.0), (2, 0.97), (4, 0.93), (8, 0.9)):
-            results.append({"size": "base", "seq_length": seq, "precision": "mixed_float16",
-                            "xla": True, "processes": procs,
-                            "sequences_per_second": base * procs * eff,
-                            "step_time_s": 1.0})
-        results.append({"size": "base", "seq_length": seq, "precision": "float32",
-                        "xla": False, "processes": 1, "sequences_per_second": base / 3})
-    path.write_text(json.dumps({"version": 1, "results": results}))
+def _framework_result(framework: str, seq_per_s: float, **extra) -> dict:
+    """One framework's figures as `albertkit benchmark` records them (made-up values)."""
+    step = 8 / seq_per_s
+    return {"framework": framework, "params": 1_000_000, "baseline_rss": 2**28,
+            "build_s": 1.0, "first_step_s": 2.0, "threads": {"intra_op": 2, "inter_op": 2},
+            "device": "CPU", "memory_method": "VmHWM", "versions": {},
+            "step_s_median": step, "step_s_min": step, "step_s_max": step, "step_s_q1": step,
+            "step_s_q3": step, "spread_iqr_pct": 0.0, "sequences_per_s": seq_per_s,
+            "sequences_per_s_min": seq_per_s, "sequences_per_s_max": seq_per_s,
+            "step_times_s": [step, step], "peak_bytes": 2**30, "training_bytes": 2**29,
+            "cpu_s_per_step": 1.0, "matmul_flops_per_s": 1e11,
+            "matmul_flops_per_s_rounds": [1e11], "model_flops_per_s": 1e10, "mfu": 0.1,
+            "mfu_rounds": [0.1], **extra}
+
+
+def _write_result(path: Path, settings: BenchmarkSettings, results: dict[str, float],
+                  data_parallel: dict[int, tuple[float, float]] | None = None,
+                  **extra) -> Path:
+    """A file in the format `albertkit benchmark --json` writes (its own typed model)."""
+    result = BenchmarkResult.model_validate({
+        "settings": settings.model_dump(), "spec": settings.spec.model_dump(),
+        "machine": {"platform": "Linux", "python": "3.12", "cpus": 2,
+                    "load_avg": [1.0, 1.0, 1.0]},
+        "model_flops_per_sequence": 1e9, "model_flops_parts_forward": {"layers": 3e8},
+        "results": {f: _framework_result(f, thr) for f, thr in results.items()},
+        "planner": {"predicted_bytes": 2**29, "measured_tensor_peak_bytes": 2**29,
+                    "predicted_over_measured": 1.0, "estimate": {}},
+        "data_parallel": {str(n): _framework_result("albertkit", thr, processes=n,
+                                                    scaling_efficiency=eff)
+                          for n, (thr, eff) in (data_parallel or {}).items()},
+        **extra})
+    path.write_text(result.to_json())
     return path
 
 
+def _benchmark_files(folder: Path) -> list[Path]:
+    files = []
+    for seq, base in ((128, 400.0), (256, 190.0), (512, 85.0)):
+        mixed = BenchmarkSettings(size="base", seq_length=seq, precision="mixed_float16",
+                                  xla=True, processes=[1, 2, 4, 8])
+        files.append(_write_result(
+            folder / f"mixed-{seq}.json", mixed, {"albertkit": base},
+            {procs: (base * procs * eff, eff) for procs, eff in ((2, 0.97), (4, 0.93),
+                                                                 (8, 0.9))}))
+        fp32 = BenchmarkSettings(size="base", seq_length=seq, precision="float32", xla=False)
+        files.append(_write_result(folder / f"fp32-{seq}.json", fp32, {"albertkit": base / 3}))
+    return files
+
+
 def test_benchmark_report(tmp_path):
-    res = _benchmark_file(tmp_path / "bench.json")
-    points = read_benchmark(res)
+    files = _benchmark_files(tmp_path)
+    points = read_benchmark(files)
     assert len(points) == 15
     assert {p.label for p in points} == {"mixed_float16 XLA", "float32 no XLA"}
-    args = _cli(["report", "--benchmark", str(res)])
+    args = _cli(["report", "--benchmark", *map(str, files)])
     assert args.func(args) == 0
-    out = tmp_path / "bench_report"
+    out = tmp_path / "benchmark_report"
     _check_png(out / "throughput_vs_seq_length.png")
     _check_png(out / "scaling_efficiency.png")
     md = (out / "benchmark.md").read_text()
     assert "](throughput_vs_seq_length.png)" in md and "](scaling_efficiency.png)" in md
-    # efficiency computed from throughput per process vs 1 process: 0.93 at 4 processes
+    # the efficiency the benchmark recorded: 0.93 at 4 processes
     assert "| mixed_float16 XLA | 128 | 4 | 1,488.0 | 93.0% |" in md
 
 
 def _albertkit_benchmark_file(path: Path, seq: int, ak: float, hf: float) -> Path:
-    """The shape `albertkit benchmark --json` writes (settings from its own model)."""
-    from albertkit.benchmark import BenchmarkSettings
-
+    """One `albertkit benchmark --compare hf-pytorch --json` file."""
     settings = BenchmarkSettings(size="tiny", seq_length=seq, compare=["hf-pytorch"])
-    row = {"sequences_per_s_min": 1.0, "sequences_per_s_max": 1e9, "step_s_median": 0.1,
-           "step_times_s": [0.1, 0.1], "peak_bytes": 2**30, "mfu": 0.2}
-    path.write_text(json.dumps({
-        "settings": settings.model_dump(), "spec": {"hidden_size": 128},
-        "machine": {"cpus": 2, "load_avg": [1.0, 1.0, 1.0]},
-        "results": {"albertkit": {**row, "sequences_per_s": ak,
-                                  "pipeline_sequences_per_s": 1e5},
-                    "hf-pytorch": {**row, "sequences_per_s": hf}},
-        "ratios_vs_hf": {"sequences_per_s": ak / hf}}))
-    return path
+    return _write_result(path, settings, {"albertkit": ak, "hf-pytorch": hf},
+                         ratios_vs_hf={"sequences_per_s": ak / hf,
+                                       "sequences_per_s_worst_case": ak / hf,
+                                       "sequences_per_s_best_case": ak / hf,
+                                       "cpu_s_per_step": 1.0, "peak_memory": 1.0,
+                                       "training_memory": 1.0})
 
 
 def test_benchmark_report_from_albertkit_benchmark_files(tmp_path):
@@ -393,30 +422,29 @@ def test_benchmark_report_from_albertkit_benchmark_files(tmp_path):
     assert "scaling_efficiency.png skipped" in md
 
 
-def test_benchmark_reader_is_tolerant(tmp_path):
-    # a bare list, nested per-implementation results, percent efficiency
-    path = tmp_path / "b.json"
-    path.write_text(json.dumps([
-        {"shape": {"seq_len": 128}, "albertkit": {"seq_per_s": 120.0},
-         "hf_pytorch": {"seq_per_s": 60.0}},
-        {"shape": {"seq_len": 512}, "albertkit": {"seq_per_s": 25.0},
-         "hf_pytorch": {"seq_per_s": 15.0}, "scaling_efficiency": 95.0},
-    ]))
-    points = read_benchmark(path)
-    assert [(p.label, p.seq_length, p.throughput) for p in points] == [
-        ("albertkit", 128, 120.0), ("hf_pytorch", 128, 60.0),
-        ("albertkit", 512, 25.0), ("hf_pytorch", 512, 15.0)]
-    assert points[2].efficiency == pytest.approx(0.95)
+def test_benchmark_report_default_output_beside_one_file(tmp_path):
+    res = _albertkit_benchmark_file(tmp_path / "bench.json", 128, 210.0, 120.0)
+    args = _cli(["report", "--benchmark", str(res)])
+    assert args.func(args) == 0
+    _check_png(tmp_path / "bench_report" / "throughput_vs_seq_length.png")
+
+
+def test_benchmark_reader_reads_albertkit_results_only(tmp_path):
+    path = _albertkit_benchmark_file(tmp_path / "b.json", 128, 120.0, 60.0)
     report = write_benchmark_report(path, tmp_path / "o")
     assert "throughput_vs_seq_length" in report.charts
     assert "scaling_efficiency" not in report.charts
     assert any("one process count" in n for n in report.notes)
+    # anything else is an error that names the file and what is wrong, never a guess
     path.write_text(json.dumps({"rows": 3}))
-    with pytest.raises(ReportError, match="expected a list of results"):
+    with pytest.raises(ReportError, match=r"b.json: not an `albertkit benchmark --json` "
+                                          r"result: settings: Field required"):
         read_benchmark(path)
-    path.write_text(json.dumps([{"seq_length": 128}]))
-    with pytest.raises(ReportError, match="no record holds a throughput"):
+    path.write_text(json.dumps([{"seq_length": 128, "seq_per_s": 120.0}]))
+    with pytest.raises(ReportError, match="not an `albertkit benchmark --json` result"):
         read_benchmark(path)
+    with pytest.raises(ReportError, match="benchmark results not found"):
+        read_benchmark(tmp_path / "missing.json")
 
 
 def test_cli_needs_exactly_one_source(tmp_path):

@@ -11,11 +11,11 @@ import pytest
 
 from albertkit.cli import sagemaker as smcli
 from albertkit.config import ConfigError, TrainerConfig
+from albertkit.hardware import INSTANCE_TYPES, gpus_per_instance, instance_spec
 from albertkit.sagemaker import defaults as smdefaults
 from albertkit.sagemaker import plan as smplan
 from albertkit.sagemaker import submit as smsubmit
 from albertkit.sagemaker.config import SageMakerConfig
-from albertkit.sagemaker.instances import INSTANCE_TYPES, gpus_per_instance, instance_spec
 from albertkit.training.run_logger import format_log_line
 
 ROLE = "arn:aws:iam::123456789012:role/albertkit-sagemaker"
@@ -173,7 +173,7 @@ def test_env_defaults():
     }
     bad = smdefaults.sagemaker_defaults_from_env({"ALBERTKIT_SM_INSTANCE_COUNT": "four"})
     with pytest.raises(ConfigError, match=r"sagemaker.instance_count.*'four'"):
-        trainer_config(bad)
+        SageMakerConfig.from_trainer_config(trainer_config(bad))
 
 
 # --------------------------------------------------------------------------- metrics
@@ -414,10 +414,8 @@ def test_transported_config_and_staged_source(tmp_path):
     src = job.stage_source(tmp_path / "src")
     shipped = TrainerConfig.from_json(src / smplan.CONFIG_FILE)
     assert shipped.distributed.backend == "tf_multiworker"
-    assert shipped.sagemaker.instance_count == 2
-    assert shipped.model_dump(exclude={"distributed", "sagemaker"}) == cfg.model_dump(
-        exclude={"distributed", "sagemaker"}
-    )
+    assert SageMakerConfig.from_trainer_config(shipped).instance_count == 2
+    assert shipped.model_dump(exclude={"distributed"}) == cfg.model_dump(exclude={"distributed"})
     assert (src / smplan.ENTRY_SCRIPT).read_text().startswith('"""SageMaker entry script')
     assert (src / "albertkit" / "sagemaker" / "entrypoint.py").is_file()
     assert not list(src.rglob("__pycache__"))
@@ -468,6 +466,29 @@ def test_launch_dry_run(tmp_path, capsys):
     assert "instance_count=2 needs a distribution" in capsys.readouterr().err
 
 
+def test_cli_validates_the_sagemaker_section_at_load(tmp_path, capsys):
+    from albertkit.cli import main
+
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "model: {size: tiny}\n"
+        "data: {kind: synthetic, seq_length: 64, max_predictions_per_seq: 10}\n"
+        "runtime: {micro_batch_size: 8, global_batch_size: 16, max_steps: 1}\n"
+        f"run_dir: {tmp_path / 'run'}\n"
+        "sagemaker:\n  instance_count: four\n"
+    )
+    for argv in (["pretrain", "--config", str(path)], ["config", "show", "-c", str(path)],
+                 ["evaluate", "--config", str(path)]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"{path}: invalid configuration: sagemaker.instance_count" in err, argv
+    assert not (tmp_path / "run").exists()  # nothing ran
+    # the config loader itself keeps the section raw; to_sagemaker names the field too
+    cfg = TrainerConfig.from_yaml(path)
+    with pytest.raises(ConfigError, match=r"sagemaker\.instance_count.*'four'"):
+        smsubmit.to_sagemaker(cfg)
+
+
 def test_shipped_sagemaker_examples_validate():
     from pathlib import Path
 
@@ -494,11 +515,13 @@ def test_example_buckets_come_from_the_environment():
     }
     defaults = smdefaults.sagemaker_defaults_from_env(env)
     squad = smdefaults.load_launch_config(root / "sagemaker_finetune_squad.yaml", [], defaults)
-    uris = [i.uri for i in squad.sagemaker.inputs.values() if i.kind == "s3"]
+    squad_sm = SageMakerConfig.from_trainer_config(squad)
+    uris = [i.uri for i in squad_sm.inputs.values() if i.kind == "s3"]
     assert uris and all(u.startswith("s3://my-team-bucket/") for u in uris)
     pretrain = smdefaults.load_launch_config(root / "sagemaker_pretrain_base.yaml", [], defaults)
-    assert pretrain.sagemaker.checkpoint_s3_uri.startswith("s3://my-team-bucket/checkpoints/")
-    assert pretrain.sagemaker.tensorboard_s3_uri.startswith("s3://my-team-bucket/tensorboard/")
+    pretrain_sm = SageMakerConfig.from_trainer_config(pretrain)
+    assert pretrain_sm.checkpoint_s3_uri.startswith("s3://my-team-bucket/checkpoints/")
+    assert pretrain_sm.tensorboard_s3_uri.startswith("s3://my-team-bucket/tensorboard/")
     for path in (root / "sagemaker_finetune_squad.yaml", root / "sagemaker_pretrain_base.yaml"):
         assert "s3://{bucket}/" in path.read_text()
         assert "123456789012-us-east-1" not in path.read_text()

@@ -12,6 +12,7 @@ from albertkit.config import ConfigError, TrainerConfig
 from albertkit.sagemaker import entrypoint as ep
 from albertkit.sagemaker import plan as smplan
 from albertkit.sagemaker import submit as smsubmit
+from albertkit.sagemaker.config import SageMakerConfig
 
 ROLE = "arn:aws:iam::123456789012:role/albertkit-sagemaker"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest"
@@ -126,7 +127,7 @@ def test_container_config_rewrites_paths_and_applies_overrides(tmp_path):
     assert inside.optimizer.learning_rate == 0.002
     assert inside.runtime.max_steps == 7  # the command line (MPI driver) wins
     assert inside.logging.progress_bar is False  # log lines feed the metric regexes
-    assert inside.sagemaker == job.sagemaker_config
+    assert SageMakerConfig.from_trainer_config(inside) == job.sagemaker_config
 
     environ.pop("SM_CHANNEL_TOK")
     (ch / "tok").rmdir()

@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from albertkit.cli.finetune import add_evaluate_squad_parser
 from albertkit.data.finetune import load_hf_tokenizer
 from albertkit.data.squad import (
-    SquadFormatError,
     convert_examples,
     parse_squad,
     read_squad,
     read_squad_json,
 )
+from albertkit.errors import SquadFormatError
 from albertkit.tasks import squad_metrics as sm
-from albertkit.tasks.commands import add_parser
 from albertkit.tasks.squad import postprocess
 from fixtures.tiny_tokenizer import build_tiny_tokenizer
 
@@ -272,7 +272,7 @@ def test_postprocess_oracle_logits_score_100(tokenizer, tmp_path, path, version,
 
     # the standalone command reads exactly these files
     parser = argparse.ArgumentParser()
-    add_parser(parser.add_subparsers())
+    add_evaluate_squad_parser(parser.add_subparsers())
     argv = ["evaluate-squad", str(path), str(files["predictions"])]
     if v2:
         argv += ["--na-prob-file", str(files["null_odds"])]

@@ -9,8 +9,8 @@ import random
 
 import pytest
 
+from albertkit.cli.finetune import add_evaluate_squad_parser
 from albertkit.tasks import squad_metrics as sm
-from albertkit.tasks.commands import add_parser
 
 
 def _dataset(qas, version="v2.0", context="some context"):
@@ -206,7 +206,7 @@ def test_bad_files_are_named(tmp_path):
 # --------------------------------------------------------------------------- CLI
 def _run_cli(argv, capsys):
     parser = argparse.ArgumentParser()
-    add_parser(parser.add_subparsers())
+    add_evaluate_squad_parser(parser.add_subparsers())
     args = parser.parse_args(["evaluate-squad", *argv])
     assert args.func(args) == 0
     return json.loads(capsys.readouterr().out)

@@ -11,20 +11,17 @@ from albertkit.distributed.single import SingleProcess
 from albertkit.tasks import build_task
 from albertkit.training.builders import resolve_spec
 from albertkit.training.step import TrainStep
+from conftest import make_tiny_config
 
 SEQ, PREDS, VOCAB = 16, 4, 97
 
 
 def config(**runtime) -> TrainerConfig:
-    return TrainerConfig.from_dict({
-        "model": {"size": "tiny", "vocab_size": VOCAB, "hidden_size": 32, "embedding_size": 16,
-                  "num_attention_heads": 2, "intermediate_size": 64,
-                  "max_position_embeddings": 64, "classifier_dropout_prob": 0.0},
-        "data": {"kind": "synthetic", "seq_length": SEQ, "max_predictions_per_seq": PREDS},
-        "optimizer": {"kind": "adamw", "learning_rate": 1e-3},
-        "runtime": {"micro_batch_size": 8, "global_batch_size": 8, "max_steps": 100,
-                    "xla": False, **runtime},
-    })
+    return make_tiny_config(
+        model={"vocab_size": VOCAB, "classifier_dropout_prob": 0.0},
+        data={"kind": "synthetic", "seq_length": SEQ, "max_predictions_per_seq": PREDS},
+        runtime={"micro_batch_size": 8, "global_batch_size": 8, "max_steps": 100, **runtime},
+    )
 
 
 def fixed_batch(n: int, seed: int = 0) -> dict[str, np.ndarray]:

@@ -11,22 +11,21 @@ from safetensors.numpy import load_file
 from albertkit.config import TrainerConfig
 from albertkit.training.checkpoint import CheckpointManager
 from albertkit.training.trainer import AlbertTrainer
+from conftest import make_tiny_config
 
 
 def config(run_dir, **runtime) -> TrainerConfig:
-    return TrainerConfig.from_dict({
-        "run_dir": str(run_dir),
-        "model": {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_size": 16,
-                  "num_attention_heads": 2, "intermediate_size": 64,
-                  "max_position_embeddings": 64, "hidden_dropout_prob": 0.1},
-        "data": {"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
-                 "num_examples": 64, "eval_examples": 16},
-        "optimizer": {"kind": "lamb", "learning_rate": 1e-3, "schedule": {"warmup_steps": 2}},
-        "runtime": {"micro_batch_size": 4, "global_batch_size": 8, "max_steps": 8,
-                    "eval_every_steps": 4, "eval_steps": 2, "xla": False, **runtime},
-        "checkpoint": {"every_steps": 3, "keep_last": 2},
-        "logging": {"log_every_steps": 2, "progress_bar": False},
-    })
+    return make_tiny_config(
+        run_dir,
+        model={"hidden_dropout_prob": 0.1},
+        data={"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
+              "num_examples": 64, "eval_examples": 16},
+        optimizer={"kind": "lamb", "learning_rate": 1e-3, "schedule": {"warmup_steps": 2}},
+        runtime={"micro_batch_size": 4, "global_batch_size": 8, "max_steps": 8,
+                 "eval_every_steps": 4, "eval_steps": 2, "xla": False, **runtime},
+        checkpoint={"every_steps": 3, "keep_last": 2},
+        logging={"log_every_steps": 2, "progress_bar": False},
+    )
 
 
 def final_weights(run_dir):

@@ -34,15 +34,12 @@ from pathlib import Path
 from typing import Literal
 
 from albertkit.data.sentences import split_sentences
+from albertkit.errors import CorpusError
 
 InputFormat = Literal["document_per_line", "sentence_per_line"]
 EncodingErrors = Literal["fail", "skip"]
 
 _MAX_REPORTED = 20
-
-
-class CorpusError(ValueError):
-    """Unreadable input: the message names the file, the line and the setting involved."""
 
 
 @dataclass

@@ -11,7 +11,7 @@ Python version):
   (never imported); each docstring of at least two prose sentences is a document; doctest
   lines, indented blocks and symbol-heavy paragraphs are dropped; duplicates are removed.
 
-Together about 2 MB of sentences, several times the 0.3 MB that DESIGN.md measured to
+Together about 2 MB of sentences, several times the 0.3 MB on which a tiny model was measured to
 overfit. Documents are split once, by a seeded permutation, into training and held-out sets
 (disjoint documents); the tokenizer is trained on the training documents only.
 
@@ -35,10 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-from albertkit.config import DemoData, TrainerConfig, atomic_write_text
+from albertkit.config import DemoData, TrainerConfig
 from albertkit.data.sentences import split_sentences
 from albertkit.data.tokenizer import Tokenizer, TokenizerConfig, train_tokenizer
 from albertkit.data.writer import PretrainingDataConfig, prepare_pretraining_data, shard_files
+from albertkit.fileio import atomic_write_text
 
 DEMO_FORMAT = "albertkit-demo-v1"
 DEMO_STEPS = 1500

@@ -38,11 +38,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from albertkit.errors import GlueDataError
+
 Format = Literal["tsv", "csv", "jsonl"]
-
-
-class GlueDataError(ValueError):
-    """A classification data file that cannot be used; the message names file and record."""
 
 
 @dataclass(frozen=True)

@@ -39,14 +39,11 @@ import tensorflow as tf
 
 from albertkit.config import MaskingConfig
 from albertkit.data.masking import SPECIAL_NAMES, VocabInfo, ngram_cdf
-from albertkit.data.tfrecord import RecordError, count_records
+from albertkit.data.tfrecord import count_records
+from albertkit.errors import DatasetError, RecordError
 
 ALBERT_SPECIAL_IDS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 _AUTOTUNE = tf.data.AUTOTUNE
-
-
-class DatasetError(ValueError):
-    """Inconsistent files, manifest or arguments; the message names the file or argument."""
 
 
 # ------------------------------------------------------------------ dynamic masking (TF)

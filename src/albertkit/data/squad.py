@@ -28,13 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from albertkit.errors import SquadFormatError
+
 log = logging.getLogger(__name__)
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "start_positions", "end_positions")
-
-
-class SquadFormatError(ValueError):
-    """A SQuAD file that does not follow the official format; the message names the record."""
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,10 @@ from pathlib import Path
 import google_crc32c
 import numpy as np
 
+from albertkit.data.protobuf import encode_varint_rows, len_field
+from albertkit.errors import RecordError
+
 _MASK_DELTA = 0xA282EAD8
-
-
-class RecordError(ValueError):
-    """A corrupt or truncated TFRecord file; the message names the file and byte offset."""
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -51,52 +50,7 @@ def frame_record(data: bytes) -> bytes:
     )
 
 
-# ------------------------------------------------------------------ protobuf encoding
-def _varint_bytes(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-_SMALL_VARINTS = [_varint_bytes(i) for i in range(1 << 14)]
-_THRESHOLDS = np.array([1 << k for k in range(7, 63, 7)], np.int64)
-_SHIFTS = np.arange(0, 70, 7, dtype=np.int64)
-_COLS = np.arange(10, dtype=np.int64)
-
-
-def _vb(n: int) -> bytes:
-    return _SMALL_VARINTS[n] if n < 16384 else _varint_bytes(n)
-
-
-def _varints_rows(a: np.ndarray) -> tuple[bytes, np.ndarray]:
-    """Base-128 varints of a [rows, cols] array of non-negative ints, all rows at once.
-
-    Returns the concatenated bytes (row-major) and the byte length of every row.
-    """
-    a = np.asarray(a, dtype=np.int64)
-    if a.size and a.min() < 0:
-        raise ValueError("negative values are not supported in int64 features here")
-    if a.size == 0 or a.max() < 0x80:
-        return a.astype(np.uint8).tobytes(), np.full(a.shape[0], a.shape[1], np.int64)
-    nbytes = 1 + np.searchsorted(_THRESHOLDS, a, side="right")
-    width = int(nbytes.max())
-    cols = _COLS[:width]
-    groups = (a[..., None] >> _SHIFTS[:width]) & 0x7F
-    groups |= (nbytes[..., None] > cols + 1).astype(np.int64) << 7
-    out = groups.astype(np.uint8)[cols < nbytes[..., None]]
-    return out.tobytes(), nbytes.sum(axis=1)
-
-
-def _len_field(num: int, payload: bytes) -> bytes:
-    return _vb((num << 3) | 2) + _vb(len(payload)) + payload
-
-
+# ------------------------------------------------------------------ Example encoding
 def encode_examples(features: dict[str, np.ndarray]) -> list[bytes]:
     """Serialise N ``tf.train.Example`` records from [N, ...] arrays (int -> int64_list,
     float -> float_list), keys in the given order. Vectorised over examples."""
@@ -110,20 +64,20 @@ def encode_examples(features: dict[str, np.ndarray]) -> list[bytes]:
             flat, kind = arr.astype("<f4").tobytes(), 2  # float_list
             lengths = np.full(n, arr.shape[1] * 4, np.int64)
         elif arr.dtype.kind in "iub":
-            (flat, lengths), kind = _varints_rows(arr), 3  # int64_list
+            (flat, lengths), kind = encode_varint_rows(arr), 3  # int64_list
         else:
             raise TypeError(f"feature {key!r}: unsupported dtype {arr.dtype}")
         ends = np.cumsum(lengths).tolist()
         starts = [0, *ends[:-1]]
         rows = [flat[a:b] for a, b in zip(starts, ends, strict=True)]
-        columns.append((_len_field(1, key.encode("utf-8")), kind, rows))
+        columns.append((len_field(1, key.encode("utf-8")), kind, rows))
     out = []
     for i in range(n):
         parts = []
         for key_field, kind, rows in columns:
-            feature = _len_field(kind, _len_field(1, rows[i]))
-            parts.append(_len_field(1, key_field + _len_field(2, feature)))
-        out.append(_len_field(1, b"".join(parts)))
+            feature = len_field(kind, len_field(1, rows[i]))
+            parts.append(len_field(1, key_field + len_field(2, feature)))
+        out.append(len_field(1, b"".join(parts)))
     return out
 
 

@@ -42,8 +42,10 @@ import numpy as np
 import sentencepiece as spm
 from pydantic import BaseModel, ConfigDict, Field
 
-from albertkit.config import atomic_write_bytes, atomic_write_text
 from albertkit.data.corpus import EncodingErrors, InputFormat, read_documents
+from albertkit.data.protobuf import fields, len_field
+from albertkit.errors import TokenizerError
+from albertkit.fileio import atomic_write_bytes, atomic_write_text
 
 PAD, UNK, CLS, SEP, MASK = "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = {"pad": PAD, "unk": UNK, "cls": CLS, "sep": SEP, "mask": MASK}
@@ -54,10 +56,6 @@ MODEL_FILE = "spiece.model"
 # English letters/punctuation start a new "word" for whole-word masking.
 _PUNCT = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~') | {"\u20ac", "\u00a3"}
 _LETTERS = set("abcdefghijklmnopqrstuvwxyz")
-
-
-class TokenizerError(ValueError):
-    """A tokenizer problem, with a message naming the file or setting."""
 
 
 class TokenizerConfig(BaseModel):
@@ -96,82 +94,18 @@ def _is_word_start_piece(piece: str) -> bool:
     return not all(c.lower() in _LETTERS or c in _PUNCT for c in piece)
 
 
-# ------------------------------------------------------------------ minimal protobuf read
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            return result, i
-
-
-def _proto_fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
-    """(field number, wire type, value) of a serialised protobuf message."""
-    i = 0
-    while i < len(buf):
-        key, i = _varint(buf, i)
-        num, wire = key >> 3, key & 7
-        if wire == 0:
-            val, i = _varint(buf, i)
-        elif wire == 1:
-            val, i = buf[i : i + 8], i + 8
-        elif wire == 2:
-            n, i = _varint(buf, i)
-            val, i = buf[i : i + n], i + n
-        elif wire == 5:
-            val, i = buf[i : i + 4], i + 4
-        else:
-            raise TokenizerError(f"unsupported protobuf wire type {wire}")
-        yield num, wire, val
-
-
-def _field_spans(buf: bytes) -> Iterator[tuple[int, int, int, bytes]]:
-    """(field number, start, end, payload) of each top-level field, raw byte ranges."""
-    i = 0
-    while i < len(buf):
-        start = i
-        key, i = _varint(buf, i)
-        num, wire = key >> 3, key & 7
-        payload = b""
-        if wire == 0:
-            _, i = _varint(buf, i)
-        elif wire == 1:
-            i += 8
-        elif wire == 2:
-            n, i = _varint(buf, i)
-            payload, i = buf[i : i + n], i + n
-        elif wire == 5:
-            i += 4
-        else:
-            raise TokenizerError(f"unsupported protobuf wire type {wire}")
-        yield num, start, i, payload
-
-
-def _encode_len_field(num: int, payload: bytes) -> bytes:
-    def vb(n: int) -> bytes:
-        out = bytearray()
-        while True:
-            b, n = n & 0x7F, n >> 7
-            out.append(b | 0x80 if n else b)
-            if not n:
-                return bytes(out)
-
-    return vb((num << 3) | 2) + vb(len(payload)) + payload
-
-
+# ------------------------------------------------------------------ SentencePiece ModelProto
 def _without_model_prefix(model_proto: bytes) -> bytes:
     """Drop ``trainer_spec.model_prefix`` (a temporary path) so the model bytes depend only
     on the corpus and settings."""
     out = bytearray()
-    for num, start, end, payload in _field_spans(model_proto):
-        if num == 2:  # trainer_spec
-            inner = b"".join(payload[a:b] for n, a, b, _ in _field_spans(payload) if n != 2)
-            out += _encode_len_field(2, inner)
+    for field in fields(model_proto):
+        if field.number == 2:  # trainer_spec
+            spec = field.value
+            inner = b"".join(spec[f.start : f.end] for f in fields(spec) if f.number != 2)
+            out += len_field(2, inner)
         else:
-            out += model_proto[start:end]
+            out += model_proto[field.start : field.end]
     return bytes(out)
 
 
@@ -181,11 +115,11 @@ def _precompiled_charsmap(model_proto: bytes) -> bytes:
     Read by hand: the generated ``sentencepiece_model_pb2`` modules shipped with
     sentencepiece and transformers need protobuf>=7, which TensorFlow 2.21 excludes.
     """
-    for num, _, val in _proto_fields(model_proto):
-        if num == 3:
-            for num2, _, val2 in _proto_fields(val):  # type: ignore[arg-type]
-                if num2 == 2:
-                    return bytes(val2)  # type: ignore[arg-type]
+    for field in fields(model_proto):
+        if field.number == 3:
+            for inner in fields(field.value):  # type: ignore[arg-type]
+                if inner.number == 2:
+                    return bytes(inner.value)  # type: ignore[arg-type]
     return b""
 
 

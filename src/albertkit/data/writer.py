@@ -49,10 +49,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from albertkit.config import MaskingConfig, atomic_write_text
+from albertkit.config import MaskingConfig
 from albertkit.data.corpus import (
     Chunk,
-    CorpusError,
     EncodingErrors,
     InputFormat,
     ReadStats,
@@ -64,6 +63,8 @@ from albertkit.data.instances import create_pairs
 from albertkit.data.masking import VocabInfo, mask_sequence
 from albertkit.data.tfrecord import RecordWriter, encode_examples
 from albertkit.data.tokenizer import Tokenizer
+from albertkit.errors import CorpusError, DataPreparationError
+from albertkit.fileio import atomic_write_text
 
 FORMAT = "albertkit-pretraining-v1"
 MANIFEST = "manifest.json"
@@ -71,10 +72,6 @@ WORK = ".work"
 SPLITS = {"train": 0, "eval": 1}
 _BATCH = 256
 _EXAMPLES_PER_SHARD = 20_000  # target when num_shards is chosen automatically
-
-
-class DataPreparationError(ValueError):
-    """Preparation cannot proceed; the message names the input, setting or directory."""
 
 
 class PretrainingDataConfig(BaseModel):

@@ -1,4 +1,4 @@
-"""Starting distributed jobs: a local N-process launcher, horovodrun commands, CLI helpers.
+"""Starting distributed jobs: a local N-process launcher and horovodrun commands.
 
 On a cluster the processes are started by ``horovodrun``/``mpirun`` (Horovod) or by one
 command per machine with ``TF_CONFIG`` set (multi-worker), or by SageMaker. For debugging
@@ -14,7 +14,6 @@ its peers blocked in a collective.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -202,16 +201,7 @@ def _exit_code(code: int) -> int:
     return 128 - code if code < 0 else code  # killed by signal N -> 128 + N, as shells do
 
 
-# ============================================================================ CLI helpers
-def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--nproc N`` to a training subcommand (``--distributed`` picks the backend)."""
-    parser.add_argument(
-        "--nproc", type=int, default=None, metavar="N",
-        help="start N processes of this command on this machine (debugging a distributed "
-             "backend): tf_multiworker gets one TF_CONFIG per process on free localhost "
-             "ports, horovod runs under `horovodrun -np N --gloo`")
-
-
+# ============================================================================ CLI entry
 def launch_if_requested(nproc: int | None, backend: str, argv: Sequence[str]) -> int | None:
     """Re-run this CLI invocation as ``nproc`` local processes, or None to run it here.
 

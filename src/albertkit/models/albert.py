@@ -41,7 +41,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from albertkit.models.sizes import AlbertSpec
+from albertkit.config.sizes import AlbertSpec
 
 # Added to attention scores of padding keys (in float32, before the softmax). Google's BERT
 # and ALBERT use -10000: exp(-1e4) underflows to exactly 0 in float32, and the value is
@@ -344,7 +344,7 @@ class AlbertEncoder(keras.Model):
             for about one extra forward pass of compute (docs/performance.md).
 
     Example:
-        >>> from albertkit.models.sizes import SIZES, AlbertSpec
+        >>> from albertkit.config.sizes import SIZES, AlbertSpec
         >>> enc = AlbertEncoder(AlbertSpec(**SIZES["tiny"]))
         >>> out = enc.build_for(seq_length=16)
         >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
@@ -487,7 +487,7 @@ class AlbertForPretraining(_AlbertHeadModel):
     (``full_mlm_logits`` computes them, for tests and for HF's ``AlbertForMaskedLM`` view).
 
     Example:
-        >>> from albertkit.models.sizes import SIZES, AlbertSpec
+        >>> from albertkit.config.sizes import SIZES, AlbertSpec
         >>> model = AlbertForPretraining(AlbertSpec(**SIZES["tiny"]))
         >>> out = model.build_for(seq_length=16, max_predictions=3)
         >>> tuple(out["mlm_logits"].shape), tuple(out["sop_logits"].shape)
@@ -540,7 +540,7 @@ class AlbertForQuestionAnswering(_AlbertHeadModel):
     reads the no-answer score at position 0 ([CLS]).
 
     Example:
-        >>> from albertkit.models.sizes import SIZES, AlbertSpec
+        >>> from albertkit.config.sizes import SIZES, AlbertSpec
         >>> model = AlbertForQuestionAnswering(AlbertSpec(**SIZES["tiny"]))
         >>> tuple(model.build_for(seq_length=16)["start_logits"].shape)
         (1, 16)
@@ -575,7 +575,7 @@ class AlbertForSequenceClassification(_AlbertHeadModel):
     Output: ``logits`` [B, num_labels] (float32); ``num_labels=1`` is regression.
 
     Example:
-        >>> from albertkit.models.sizes import SIZES, AlbertSpec
+        >>> from albertkit.config.sizes import SIZES, AlbertSpec
         >>> model = AlbertForSequenceClassification(AlbertSpec(**SIZES["tiny"]), num_labels=3)
         >>> tuple(model.build_for(seq_length=16)["logits"].shape)
         (1, 3)

@@ -29,7 +29,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,13 +37,14 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ValidationError
 
+from albertkit.config.sizes import AlbertSpec
+from albertkit.fileio import replace_dir, temp_dir_beside, write_synced
 from albertkit.models.albert import (
     AlbertEncoder,
     AlbertForPretraining,
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
 )
-from albertkit.models.sizes import AlbertSpec
 
 logger = logging.getLogger(__name__)
 
@@ -530,37 +530,15 @@ def export_to_hf(
 
     if out_dir.exists() and not overwrite and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise FileExistsError(f"{out_dir} exists and is not empty (pass overwrite=True)")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.", suffix=".tmp"))
+    tmp = temp_dir_beside(out_dir)
     try:
-        _write_file(tmp / CONFIG_FILE, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
-        _write_file(tmp / WEIGHTS_FILE, save(state, metadata={"format": "pt"}))
+        write_synced(tmp / CONFIG_FILE, (json.dumps(config, indent=2) + "\n").encode("utf-8"))
+        write_synced(tmp / WEIGHTS_FILE, save(state, metadata={"format": "pt"}))
         for src in tokenizer_files:
-            _write_file(tmp / src.name, src.read_bytes())
-        _replace_dir(tmp, out_dir)
+            write_synced(tmp / src.name, src.read_bytes())
+        replace_dir(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
 
-
-def _write_file(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _replace_dir(tmp: Path, out_dir: Path) -> None:
-    """Move the finished ``tmp`` to ``out_dir``; an old ``out_dir`` is removed only after."""
-    if not out_dir.exists():
-        os.replace(tmp, out_dir)
-        return
-    old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-    os.replace(out_dir, old)
-    try:
-        os.replace(tmp, out_dir)
-    except BaseException:
-        os.replace(old, out_dir)
-        raise
-    shutil.rmtree(old) if old.is_dir() else old.unlink()

@@ -1,7 +1,8 @@
 """SageMakerConfig: everything a SageMaker training job needs besides the training config.
 
-It lives in ``TrainerConfig.sagemaker`` (or is passed as overrides to ``to_sagemaker``), so
-the YAML file that was debugged locally also describes the cloud job. Everything here is
+It lives in the ``sagemaker:`` section of a config file (read with
+``SageMakerConfig.from_trainer_config``, or passed as overrides to ``to_sagemaker``), so the
+YAML file that was debugged locally also describes the cloud job. Everything here is
 checked without any AWS call: combinations SageMaker would refuse (or accept and then fail
 on hours later) are refused with a message that names the field and the value.
 
@@ -25,9 +26,10 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from albertkit.sagemaker.instances import instance_spec
+from albertkit.config import TrainerConfig, invalid_configuration
+from albertkit.hardware import instance_spec
 
 # Service limits of CreateTrainingJob (botocore's service model for sagemaker 2017-07-24 and
 # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html).
@@ -43,6 +45,11 @@ JOB_NAME_TIMESTAMP = 15  # "-YYYYmmddHHMMSS" appended by the SDK; names are <= 6
 RESERVED_CHANNELS = ("code", "sm_drivers")  # created by the SageMaker SDK for the source
 CONFIG_HYPERPARAMETER = "config"  # the hyperparameter that names the config JSON
 MULTIWORKER_PORT = 12355  # where tf_multiworker workers listen unless distribution.port says
+# The config file section this schema validates (a plugin section of TrainerConfig).
+SECTION = "sagemaker"
+SECTION_DESCRIPTION = (
+    "SageMaker job settings (albertkit launch, to_sagemaker); unused by local runs."
+)
 
 BUCKET_PLACEHOLDER = "{bucket}"  # stands for SageMakerConfig.bucket in any other value
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
@@ -230,6 +237,23 @@ class SageMakerConfig(_Section):
     environment: dict[str, str] = {}
     hyperparameters: dict[str, HyperparameterValue] = {}
     ship_source: bool = True
+
+    # ------------------------------------------------------------------ the config section
+    @classmethod
+    def from_trainer_config(cls, cfg: TrainerConfig, source: str = "config"
+                            ) -> SageMakerConfig | None:
+        """The validated ``sagemaker:`` section of ``cfg``, or None when it has none.
+
+        The config root keeps the section raw (it does not know this schema); this is where
+        it is checked. Raises ``ConfigError`` naming each bad field (``sagemaker.<field>``).
+        """
+        raw = cfg.plugin_section(SECTION)
+        if raw is None:
+            return None
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as e:
+            raise invalid_configuration(source, e, prefix=SECTION) from None
 
     # ------------------------------------------------------------------ field checks
     @model_validator(mode="before")
@@ -439,7 +463,7 @@ class SageMakerConfig(_Section):
         if spec is None:
             raise ValueError(
                 f"distribution.kind=horovod: instance_type={self.instance_type!r} is not in "
-                "albertkit's instance table (albertkit/sagemaker/instances.py), so the number "
+                "albertkit's instance table (albertkit/hardware.py), so the number "
                 "of processes per host is unknown; set distribution.processes_per_host"
             )
         if spec.gpus == 0:

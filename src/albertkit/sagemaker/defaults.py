@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from albertkit.config import ConfigError, TrainerConfig, apply_overrides
+from albertkit.fileio import load_yaml
 
 _ENV_FIELDS: dict[str, tuple[str, str]] = {
     "ALBERTKIT_SM_BUCKET": ("bucket", "str"),
@@ -51,19 +52,8 @@ def load_launch_config(
     path: str | Path, overrides: list[str], env_defaults: Mapping[str, Any] | None = None
 ) -> TrainerConfig:
     """Read a YAML config with environment defaults under its ``sagemaker`` section."""
-    import yaml
-
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}:{where}: malformed YAML") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: top level must be a mapping")
+    raw = load_yaml(path)
     section = raw.get("sagemaker") or {}
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: sagemaker must be a mapping")

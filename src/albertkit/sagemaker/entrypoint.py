@@ -271,7 +271,8 @@ def tf_config_from_sagemaker(environ: Mapping[str, str], port: int = MULTIWORKER
 def process_environment(cfg: TrainerConfig, env: ContainerEnv) -> dict[str, str]:
     """Variables this process must set before TensorFlow starts."""
     out: dict[str, str] = {}
-    dist = cfg.sagemaker.distribution if cfg.sagemaker else None
+    sm = SageMakerConfig.from_trainer_config(cfg)
+    dist = sm.distribution if sm else None
     if cfg.distributed.backend == "tf_multiworker" and len(env.hosts) > 1:
         port = dist.port if dist is not None and dist.kind == "tf_multiworker" else MULTIWORKER_PORT
         out["TF_CONFIG"] = json.dumps(sagemaker_tf_config(env.hosts, env.current_host, port))

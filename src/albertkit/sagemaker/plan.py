@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 import shutil
@@ -33,7 +34,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from albertkit.config import ConfigError, TrainerConfig, atomic_write_text
+from albertkit.config import ConfigError, TrainerConfig
+from albertkit.fileio import atomic_write_text
+from albertkit.hardware import instance_spec
 from albertkit.sagemaker.config import (
     CONFIG_HYPERPARAMETER,
     SageMakerConfig,
@@ -41,7 +44,6 @@ from albertkit.sagemaker.config import (
     hyperparameter_text,
 )
 from albertkit.sagemaker.entry_script import ENTRY_SCRIPT, ENTRY_SCRIPT_TEXT
-from albertkit.sagemaker.instances import instance_spec
 from albertkit.sagemaker.mpi_driver import DRIVER_SCRIPT, SSH_KEY_DIR, write_job_ssh_key
 from albertkit.tasks import TASK_NAMES, task_class
 
@@ -392,7 +394,11 @@ class JobPlan:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         atomic_write_text(directory / ENTRY_SCRIPT, ENTRY_SCRIPT_TEXT)
-        self.trainer_config.to_json(directory / CONFIG_FILE)
+        # the container needs the sagemaker section (channels, distribution), which the
+        # config's own to_json leaves out
+        shipped = {**self.trainer_config.to_dict(), "sagemaker": self.sagemaker_config.model_dump(
+            mode="json", exclude_none=True)}
+        atomic_write_text(directory / CONFIG_FILE, json.dumps(shipped, indent=2))
         if self.sagemaker_config.ship_source:
             package = Path(__file__).resolve().parents[1]
             shutil.copytree(

@@ -306,12 +306,13 @@ def attach(job_name: str, boto_session=None) -> TrainingJobHandle:
 
 
 def to_sagemaker(config: TrainerConfig, **overrides: Any) -> SageMakerJob:
-    """The SageMaker job for ``config``: ``config.sagemaker`` updated by ``overrides``
+    """The SageMaker job for ``config``: its ``sagemaker:`` section updated by ``overrides``
     (``instance_type="ml.p4d.24xlarge"``, ``instance_count=8``, ``spot=True``, ...).
 
     Raises ``ConfigError`` naming every field that is wrong, before any AWS call.
     """
-    base = config.sagemaker.model_dump(exclude_unset=True) if config.sagemaker else {}
+    section = SageMakerConfig.from_trainer_config(config)
+    base = section.model_dump(exclude_unset=True) if section else {}
     merged = {**base, **overrides}
     if merged.get("distribution") is None and config.distributed.backend != "single":
         # The training config already names the backend: run it that way on SageMaker too.

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from albertkit.config import TaskName, TrainerConfig
-    from albertkit.models.sizes import AlbertSpec
+    from albertkit.config.sizes import AlbertSpec
     from albertkit.tasks.base import Task
 
 TASK_NAMES: tuple[TaskName, ...] = ("pretraining", "squad", "classification")

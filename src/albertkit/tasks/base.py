@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
     from albertkit.config import TrainerConfig
-    from albertkit.models.sizes import AlbertSpec
+    from albertkit.config.sizes import AlbertSpec
 
     Batch = Mapping[str, tf.Tensor]
     Stats = dict[str, tf.Tensor]

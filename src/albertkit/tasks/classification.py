@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from albertkit.config import ClassificationData, TrainerConfig
+from albertkit.config.sizes import AlbertSpec
 from albertkit.data.finetune import FinetuneDatasets, load_task_tokenizer, padded_batches
 from albertkit.data.glue import GLUE_PRESETS, LabelMap, encode_examples, read_examples
-from albertkit.models.sizes import AlbertSpec
 from albertkit.tasks.base import Batch, LogKeys, Stats, Task, forward_fn
 
 if TYPE_CHECKING:

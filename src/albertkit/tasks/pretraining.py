@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config.sizes import AlbertSpec
 from albertkit.data.batching import accumulation_batches
-from albertkit.models.sizes import AlbertSpec
 from albertkit.tasks.base import Batch, LogKeys, Stats, Task
 
 if TYPE_CHECKING:

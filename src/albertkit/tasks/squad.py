@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from albertkit.config import SquadData, TrainerConfig, atomic_write_text
+from albertkit.config import SquadData, TrainerConfig
+from albertkit.config.sizes import AlbertSpec
 from albertkit.data.finetune import FinetuneDatasets, load_task_tokenizer, padded_batches
 from albertkit.data.squad import (
     FEATURE_NAMES,
@@ -38,7 +39,7 @@ from albertkit.data.squad import (
     read_squad,
     read_squad_json,
 )
-from albertkit.models.sizes import AlbertSpec
+from albertkit.fileio import atomic_write_text
 from albertkit.tasks import squad_metrics
 from albertkit.tasks.base import Batch, LogKeys, Stats, Task, forward_fn
 

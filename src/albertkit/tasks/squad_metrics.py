@@ -38,12 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from albertkit.errors import SquadEvalError
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
-
-
-class SquadEvalError(ValueError):
-    """Inputs to the SQuAD evaluation do not line up (missing predictions, bad files)."""
 
 
 # --------------------------------------------------------------------------- definitions
@@ -180,6 +178,24 @@ def apply_no_answer_threshold(
     }
 
 
+def threshold_sweep(
+    gains: Mapping[str, float], na_probs: Mapping[str, float], start: float
+) -> list[tuple[str, float]]:
+    """The no-answer threshold search, one question at a time: the ONE implementation.
+
+    Start from "answer nothing" (total ``start``: every unanswerable question right), then
+    lower the bar one question at a time in increasing ``na_prob`` order (stable for
+    ties); answering question ``q`` changes the total by ``gains[q]``. Returns each
+    question with the running total once it is answered.
+    """
+    total = start
+    out = []
+    for qid in sorted(gains, key=lambda q: na_probs[q]):
+        total += gains[qid]
+        out.append((qid, total))
+    return out
+
+
 def find_best_threshold(
     predictions: Mapping[str, str],
     scores: Mapping[str, float],
@@ -188,23 +204,63 @@ def find_best_threshold(
 ) -> tuple[float, float]:
     """Best total score (percent) over no-answer thresholds, and that threshold.
 
-    Start from "answer nothing" (every unanswerable question right, every answerable one
-    wrong), then lower the bar one question at a time in increasing ``na_prob`` order: an
-    answerable question gains its raw score, an unanswerable one loses 1 if a non-empty
-    answer was predicted. The best running total and the ``na_prob`` where it was reached
-    are returned (threshold 0.0 when answering nothing is best). As in the official
-    script, questions with equal ``na_prob`` are still taken one at a time (stable order).
+    :func:`threshold_sweep` with the official script's gains: an answerable question gains
+    its raw score, an unanswerable one loses 1 if a non-empty answer was predicted. The
+    best running total and the ``na_prob`` where it was reached are returned (threshold 0.0
+    when answering nothing is best). As in the official script, questions with equal
+    ``na_prob`` are still taken one at a time (stable order).
     """
-    current = best = float(sum(1 for q in scores if not has_answer[q]))
+    gains = {
+        q: scores[q] if has_answer[q] else (-1.0 if predictions[q] else 0.0) for q in scores
+    }
+    best = float(sum(1 for q in scores if not has_answer[q]))
     best_thresh = 0.0
-    for qid in sorted(scores, key=lambda q: na_probs[q]):
-        if has_answer[qid]:
-            current += scores[qid]
-        elif predictions[qid]:
-            current -= 1.0
-        if current > best:
-            best, best_thresh = current, float(na_probs[qid])
+    for qid, total in threshold_sweep(gains, na_probs, best):
+        if total > best:
+            best, best_thresh = total, float(na_probs[qid])
     return 100.0 * best / max(len(scores), 1), best_thresh
+
+
+def threshold_curve(
+    gold: Mapping[str, GoldQuestion],
+    best_non_null: Mapping[str, str],
+    null_odds: Mapping[str, float],
+) -> dict[str, list[float]]:
+    """EM and F1 (percent) when "no answer" is predicted for ``null_odds > threshold``.
+
+    ``best_non_null`` holds each question's best non-empty answer. At a threshold ``t`` a
+    question is answered with its best span when ``null_odds <= t`` (the rule of
+    :func:`apply_no_answer_threshold`) and scores as a no-answer otherwise. The curve is
+    :func:`threshold_sweep` evaluated at every distinct ``null_odds`` value (where it can
+    change; questions with equal odds are taken together), preceded by "answer nothing".
+    Returns ``{"threshold", "exact", "f1", "answered"}`` lists (``answered``: percent of
+    questions answered at that threshold).
+    """
+    _check_predictions(gold, null_odds, what="null odds value")
+    preds = {q: best_non_null.get(q, "") for q in gold}
+    exact_raw, f1_raw = raw_scores(gold, preds, "2.0")
+    odds = {q: float(null_odds[q]) for q in gold}
+    no_answer = {q: 0.0 if g.has_answer else 1.0 for q, g in gold.items()}
+    start = sum(no_answer.values())  # answer nothing: only unanswerable questions score
+    em = threshold_sweep({q: exact_raw[q] - no_answer[q] for q in gold}, odds, start)
+    f1s = threshold_sweep({q: f1_raw[q] - no_answer[q] for q in gold}, odds, start)
+    n = max(len(gold), 1)
+    out: dict[str, list[float]] = {"threshold": [], "exact": [], "f1": [], "answered": []}
+    if em:
+        lowest = odds[em[0][0]]
+        out["threshold"].append(lowest - max(1.0, 0.05 * abs(lowest)))
+        out["exact"].append(100.0 * start / n)
+        out["f1"].append(100.0 * start / n)
+        out["answered"].append(0.0)
+    for i, ((qid, em_total), (_, f1_total)) in enumerate(zip(em, f1s, strict=True)):
+        t = odds[qid]
+        if i + 1 < len(em) and odds[em[i + 1][0]] == t:
+            continue  # ties: the threshold takes all questions with this value at once
+        out["threshold"].append(t)
+        out["exact"].append(100.0 * em_total / n)
+        out["f1"].append(100.0 * f1_total / n)
+        out["answered"].append(100.0 * (i + 1) / n)
+    return out
 
 
 def _mean_percent(scores: Mapping[str, float], qids: Iterable[str]) -> float:

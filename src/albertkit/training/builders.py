@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albertkit.config import ConfigError, TrainerConfig
-from albertkit.models.sizes import AlbertSpec
+from albertkit.config.sizes import AlbertSpec
 
 if TYPE_CHECKING:
     from albertkit.tasks.base import Task

@@ -29,14 +29,13 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from albertkit.errors import CheckpointError
+from albertkit.fileio import replace_dir, write_synced
+
 log = logging.getLogger("albertkit")
 
 FILES = ("model", "optimizer", "step")
 PREFIX = "ckpt-"
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be used (damaged, or from a different model)."""
 
 
 @dataclass(frozen=True)
@@ -57,19 +56,6 @@ def _sha256(path: Path) -> str:
 def _keys(variables: list) -> list[str]:
     """Stable unique keys: index plus the variable path (paths alone may repeat)."""
     return [f"{i:05d}:{getattr(v, 'path', getattr(v, 'name', 'var'))}" for i, v in enumerate(variables)]
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class CheckpointManager:
@@ -109,20 +95,9 @@ class CheckpointManager:
                 with open(f, "rb") as fh:
                     os.fsync(fh.fileno())
                 manifest["files"][f.name] = {"sha256": _sha256(f), "bytes": f.stat().st_size}
-            mpath = tmp / "MANIFEST.json"
-            with open(mpath, "w") as fh:
-                json.dump(manifest, fh, indent=2)
-                fh.flush()
-                os.fsync(fh.fileno())
-            _fsync_dir(tmp)
-            old = None
-            if final.exists():  # same step saved again (e.g. best + periodic): swap, then drop
-                old = self.directory / f".old-{final.name}-{os.getpid()}"
-                os.replace(final, old)
-            os.replace(tmp, final)
-            _fsync_dir(self.directory)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
+            write_synced(tmp / "MANIFEST.json", json.dumps(manifest, indent=2).encode("utf-8"))
+            # the same step saved again (e.g. best + periodic) swaps in over the first one
+            replace_dir(tmp, final)
         except OSError as e:
             shutil.rmtree(tmp, ignore_errors=True)
             raise CheckpointError(

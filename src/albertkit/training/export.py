@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import logging
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
 from albertkit.config import ConfigError, TrainerConfig
-from albertkit.training.checkpoint import CheckpointError, CheckpointManager
+from albertkit.errors import CheckpointError
+from albertkit.fileio import replace_dir, temp_dir_beside
+from albertkit.training.checkpoint import CheckpointManager
 
 log = logging.getLogger("albertkit")
 
@@ -29,7 +30,7 @@ TOKENIZER_SUBDIR = "tokenizer"
 
 def load_run_model(run_dir: str | Path) -> tuple[TrainerConfig, Any]:
     """The task model of an albertkit run (or albertkit export) with its newest weights."""
-    from albertkit.models.sizes import AlbertSpec
+    from albertkit.config.sizes import AlbertSpec
     from albertkit.tasks import build_task
 
     run_dir = Path(run_dir)
@@ -71,8 +72,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path, format: str = "hf") -> 
         ckpt = CheckpointManager(run_dir / "checkpoints").latest()
         if ckpt is None:
             raise CheckpointError(f"{run_dir / 'checkpoints'}: no usable checkpoint to export")
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.", suffix=".tmp"))
+        tmp = temp_dir_beside(out_dir)
         try:
             for name in ("config.yaml", "model_spec.json"):
                 shutil.copy2(run_dir / name, tmp / name)
@@ -80,9 +80,8 @@ def export_run(run_dir: str | Path, out_dir: str | Path, format: str = "hf") -> 
             if tok is not None:
                 shutil.copytree(tok, tmp / TOKENIZER_SUBDIR)
             shutil.copytree(ckpt.path, tmp / "checkpoints" / ckpt.path.name)
-            if out_dir.exists():
-                shutil.rmtree(out_dir)
-            tmp.rename(out_dir)
+            # an earlier export stays readable until the new one is complete
+            replace_dir(tmp, out_dir)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

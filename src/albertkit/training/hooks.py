@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from albertkit.config import atomic_write_text
+from albertkit.errors import TrainingError
+from albertkit.fileio import atomic_write_text
 from albertkit.training.checkpoint import CheckpointManager
 from albertkit.training.run_logger import RunLogger
 
@@ -39,10 +40,6 @@ Hook = Callable[[int, dict[str, float]], "str | None"]
 
 # Step outputs that are not the task's summed stats.
 _STEP_OUTPUTS = ("grad_norm", "loss_scale", "finite")
-
-
-class TrainingError(RuntimeError):
-    """Training cannot continue (for example the loss stayed non-finite)."""
 
 
 class MetricWindow:

@@ -27,11 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from albertkit.config import ConfigError, TrainerConfig, atomic_write_text
+from albertkit.config import ConfigError, TrainerConfig
 from albertkit.distributed import build_distributor
+from albertkit.errors import CheckpointError, TrainingError
+from albertkit.fileio import atomic_write_text, replace_dir
 from albertkit.tasks.base import TaskData
 from albertkit.training.builders import ModelAndStep, build_model_and_step
-from albertkit.training.checkpoint import CheckpointError, CheckpointManager
+from albertkit.training.checkpoint import CheckpointManager
 from albertkit.training.hooks import (
     Checkpointing,
     EvalAndBest,
@@ -39,7 +41,6 @@ from albertkit.training.hooks import (
     NonFiniteGuard,
     StopSignal,
     Summary,
-    TrainingError,
     stop_on_signals,
 )
 from albertkit.training.loop import train_loop
@@ -262,7 +263,7 @@ class AlbertTrainer:
             shutil.copy2(src, tmp / "spiece.model")
         else:
             raise ConfigError(f"tokenizer directory not found: {src}")
-        tmp.rename(dst)
+        replace_dir(tmp, dst)
 
     # ================================================================== evaluation
     def _evaluate(self, run: _Run, data: TaskData | None = None,

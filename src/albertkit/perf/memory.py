@@ -5,7 +5,7 @@ Three things live here, all without TensorFlow:
 * :func:`training_flops` -- matmul FLOPs per training sequence (the numerator of MFU);
 * :func:`estimate_memory` -- the predicted peak training memory of one replica;
 * :func:`plan_batch` -- micro-batch and accumulation for a target global batch on a device,
-  using :data:`DEVICES`, albertkit's one table of accelerators (memory, peak FLOP/s).
+  using the accelerator table of :mod:`albertkit.hardware` (memory, peak FLOP/s).
 
 FLOP count (2 FLOPs per multiply-accumulate; only matmuls, which are >99% of the work;
 layer norms, softmax, GELU and the optimizer are not counted, as in the MFU convention of
@@ -47,13 +47,13 @@ positions) are added once. H- and F-wide tensors take the compute dtype's bytes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from albertkit.models.sizes import AlbertSpec
+from albertkit.config.sizes import AlbertSpec
+from albertkit.hardware import Device, GiB, get_device
 
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
-GiB = 1024**3
 
 # Per-token, per-layer-application activation tensor counts (see the module docstring).
 # Counted from the ops of AlbertLayer: layer input, Q, K, V and their head-major copies,
@@ -63,111 +63,11 @@ GiB = 1024**3
 # (docs/memory.md). FFN: pre-activation and activation.
 ACT_HIDDEN = 16
 ACT_FFN = 2
-# Fraction of device memory kept free for allocator fragmentation, and a fixed reserve for
-# the CUDA context, cuBLAS/cuDNN workspaces and XLA temporaries (GPU planning only).
-FRAGMENTATION_MARGIN = 0.10
-GPU_RESERVED_GIB = 1.5
 
 
 # --------------------------------------------------------------------------- devices
-@dataclass(frozen=True)
-class Device:
-    """One accelerator: memory and published dense peak FLOP/s per precision.
-
-    ``peak_tflops`` maps a precision to dense (non-sparse) TFLOP/s from NVIDIA's datasheets
-    (SXM variants). ``float32`` on Ampere and newer is TF32 on tensor cores, which
-    TensorFlow enables by default for float32 matmuls. ``None`` = not published/known.
-    """
-
-    name: str
-    memory_gib: float
-    bf16: bool
-    peak_tflops: dict[str, float | None] = field(default_factory=dict)
-
-    @property
-    def memory_bytes(self) -> int:
-        return int(self.memory_gib * GiB)
-
-    def usable_bytes(self) -> int:
-        """Memory a training step may plan for: total minus reserve, minus the margin."""
-        return int((self.memory_gib - GPU_RESERVED_GIB) * GiB * (1.0 - FRAGMENTATION_MARGIN))
-
-
-# albertkit's ONE table of accelerators (keys are the GPU names the SageMaker instance table
-# uses). Sources: NVIDIA V100, A100, H100/H200, T4, L4 and L40S datasheets.
-DEVICES: dict[str, Device] = {
-    "V100": Device(
-        "NVIDIA V100 SXM2 16 GB",
-        16,
-        False,
-        {"float32": 15.7, "mixed_float16": 125.0, "mixed_bfloat16": None},
-    ),
-    "V100-32GB": Device(
-        "NVIDIA V100 SXM2 32 GB",
-        32,
-        False,
-        {"float32": 15.7, "mixed_float16": 125.0, "mixed_bfloat16": None},
-    ),
-    "T4": Device(
-        "NVIDIA T4 16 GB",
-        16,
-        False,
-        {"float32": 8.1, "mixed_float16": 65.0, "mixed_bfloat16": None},
-    ),
-    "A10G": Device(
-        "NVIDIA A10G 24 GB",
-        24,
-        True,
-        {"float32": None, "mixed_float16": None, "mixed_bfloat16": None},
-    ),
-    "L4": Device(
-        "NVIDIA L4 24 GB",
-        24,
-        True,
-        {"float32": 60.0, "mixed_float16": 121.0, "mixed_bfloat16": 121.0},
-    ),
-    "L40S": Device(
-        "NVIDIA L40S 48 GB",
-        48,
-        True,
-        {"float32": 183.0, "mixed_float16": 362.0, "mixed_bfloat16": 362.0},
-    ),
-    "A100": Device(
-        "NVIDIA A100 SXM 40 GB",
-        40,
-        True,
-        {"float32": 156.0, "mixed_float16": 312.0, "mixed_bfloat16": 312.0},
-    ),
-    "A100-80GB": Device(
-        "NVIDIA A100 SXM 80 GB",
-        80,
-        True,
-        {"float32": 156.0, "mixed_float16": 312.0, "mixed_bfloat16": 312.0},
-    ),
-    "H100": Device(
-        "NVIDIA H100 SXM 80 GB",
-        80,
-        True,
-        {"float32": 494.7, "mixed_float16": 989.4, "mixed_bfloat16": 989.4},
-    ),
-    "H200": Device(
-        "NVIDIA H200 SXM 141 GB",
-        141,
-        True,
-        {"float32": 494.7, "mixed_float16": 989.4, "mixed_bfloat16": 989.4},
-    ),
-}
-
 # The devices the planner documents (docs/memory.md) and the CLI table shows by default.
 PLANNED_DEVICES = ("V100", "V100-32GB", "A100", "A100-80GB", "H100", "H200")
-
-
-def get_device(name: str) -> Device:
-    """Look a device up by its key (case-insensitive); the error lists the known keys."""
-    for key, device in DEVICES.items():
-        if key.lower() == name.lower():
-            return device
-    raise ValueError(f"unknown device {name!r}; known devices: {', '.join(DEVICES)}")
 
 
 # --------------------------------------------------------------------------- FLOPs

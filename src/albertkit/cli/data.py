@@ -1,12 +1,4 @@
-"""``albertkit train-tokenizer`` and ``albertkit prepare-data`` (argparse sub-commands).
-
-``cli.py`` wires them in::
-
-    from albertkit.data.commands import add_prepare_data_parser, add_train_tokenizer_parser
-    add_train_tokenizer_parser(subparsers)
-    add_prepare_data_parser(subparsers)
-    args = parser.parse_args()
-    sys.exit(args.func(args))
+"""``albertkit train-tokenizer`` and ``albertkit prepare-data``.
 
 Each ``func`` returns a process exit code: 0 on success, 2 on a data/tokenizer error (the
 message, naming file/line/setting, goes to stderr).
@@ -72,8 +64,8 @@ def add_train_tokenizer_parser(subparsers) -> argparse.ArgumentParser:
 def run_train_tokenizer(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from albertkit.data.corpus import CorpusError
-    from albertkit.data.tokenizer import TokenizerConfig, TokenizerError, train_tokenizer
+    from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
+    from albertkit.errors import CorpusError, TokenizerError
 
     try:
         cfg = TokenizerConfig(
@@ -152,13 +144,8 @@ def run_prepare_data(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from albertkit.config import MaskingConfig
-    from albertkit.data.corpus import CorpusError
-    from albertkit.data.tokenizer import TokenizerError
-    from albertkit.data.writer import (
-        DataPreparationError,
-        PretrainingDataConfig,
-        prepare_pretraining_data,
-    )
+    from albertkit.data.writer import PretrainingDataConfig, prepare_pretraining_data
+    from albertkit.errors import CorpusError, DataPreparationError, TokenizerError
 
     try:
         cfg = PretrainingDataConfig(

@@ -1,8 +1,8 @@
-"""``albertkit evaluate-squad``: the official SQuAD v1.1 / v2.0 evaluation as a subcommand.
+"""``albertkit finetune squad|glue`` and ``albertkit evaluate-squad``.
 
-Prints the same JSON the official scripts print: ``{"exact_match", "f1"}`` for v1.1 and
-``{"exact", "f1", "total", "HasAns_*", "NoAns_*", ["best_exact", "best_exact_thresh",
-"best_f1", "best_f1_thresh"]}`` for v2.0.
+``evaluate-squad`` prints the same JSON the official SQuAD scripts print:
+``{"exact_match", "f1"}`` for v1.1 and ``{"exact", "f1", "total", "HasAns_*", "NoAns_*",
+["best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"]}`` for v2.0.
 """
 
 from __future__ import annotations
@@ -11,9 +11,32 @@ import argparse
 import json
 from pathlib import Path
 
+from albertkit.cli.launch import add_nproc_argument
+from albertkit.cli.train import BACKENDS, add_config_arguments, run_training
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Register ``evaluate-squad`` on an ``argparse`` subparsers object."""
+# the task family named on the command line -> the task its config's data.kind selects
+_FAMILY_TASK = {"squad": "squad", "glue": "classification"}
+
+
+# ---------------------------------------------------------------------- finetune
+def add_finetune_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("finetune", help="fine-tune on SQuAD or a GLUE-style task")
+    p.add_argument("task", choices=list(_FAMILY_TASK), help="task family of the config")
+    add_config_arguments(p)
+    p.add_argument("--distributed", choices=BACKENDS)
+    p.add_argument("--run-dir", type=Path, help="override run_dir")
+    add_nproc_argument(p)
+    p.set_defaults(func=run_finetune)
+    return p
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    return run_training(args, expected_task=_FAMILY_TASK[args.task])
+
+
+# ---------------------------------------------------------------------- evaluate-squad
+def add_evaluate_squad_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``evaluate-squad``: the official SQuAD v1.1 / v2.0 evaluation."""
     p = subparsers.add_parser(
         "evaluate-squad",
         help="score SQuAD predictions with the official v1.1/v2.0 metrics",
@@ -47,12 +70,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="SQuAD version (default: from the data file)",
     )
     p.add_argument("--out-file", type=Path, default=None, help="also write the JSON here")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run_evaluate_squad)
     return p
 
 
-def run(args: argparse.Namespace) -> int:
-    from albertkit.config import atomic_write_text
+def run_evaluate_squad(args: argparse.Namespace) -> int:
+    from albertkit.fileio import atomic_write_text
     from albertkit.tasks.squad_metrics import evaluate_files
 
     result = evaluate_files(

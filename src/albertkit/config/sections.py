@@ -1,34 +1,24 @@
-"""Typed, validated configuration for every albertkit job.
+"""The sections of a ``TrainerConfig``: model, data, optimizer, runtime, distributed, ...
 
-One ``TrainerConfig`` tree describes a whole run. Every section is a pydantic model with
-``extra="forbid"`` so a misspelt key is an error that names it. Pluggable parts (data,
-optimizer) are tagged unions with a ``kind`` field. Derived values (accumulation steps) are
-methods, never flags. Nothing here reads the environment: ``cli.py`` and the SageMaker entry
-point do that.
+Every section is a pydantic model with ``extra="forbid"`` so a misspelt key is an error that
+names it. Pluggable parts (data, optimizer) are tagged unions with a ``kind`` field. Derived
+values (accumulation steps, the resolved architecture) are methods, never flags.
 
 Example:
-    >>> cfg = TrainerConfig.model_validate({"data": {"kind": "synthetic"}})
-    >>> cfg.runtime.accumulation_steps(replicas=1)
-    1
+    >>> RuntimeConfig(micro_batch_size=8, global_batch_size=32).accumulation_steps(replicas=2)
+    2
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
-from albertkit.models.sizes import SIZES, Activation, AlbertSpec, SizeName
-from albertkit.sagemaker.config import SageMakerConfig
-
-
-class ConfigError(ValueError):
-    """A configuration problem, with a message that names the field, value and source."""
+from albertkit.config.sizes import SIZES, Activation, AlbertSpec, SizeName
+from albertkit.config.validation import first_error
+from albertkit.errors import ConfigError
 
 
 class _Section(BaseModel):
@@ -117,7 +107,7 @@ class ModelConfig(_Section):
         try:
             return AlbertSpec(**{**SIZES[self.size], **self.overrides()})
         except ValidationError as e:
-            raise ConfigError(f"model: {_first_error(e)}") from None
+            raise ConfigError(f"model: {first_error(e)}") from None
 
     @model_validator(mode="after")
     def _check_spec(self) -> ModelConfig:
@@ -588,210 +578,3 @@ class LoggingConfig(_Section):
     tensorboard: StrictBool = Field(
         True, description="Write TensorBoard event files to run_dir/tensorboard."
     )
-
-
-# --------------------------------------------------------------------------- root
-class TrainerConfig(_Section):
-    """The root of every albertkit job.
-
-    Example:
-        >>> cfg = TrainerConfig.model_validate(
-        ...     {"model": {"size": "tiny"}, "data": {"kind": "synthetic"},
-        ...      "runtime": {"max_steps": 10}})
-        >>> cfg.model.spec.num_hidden_layers
-        2
-    """
-
-    run_dir: Path = Field(
-        Path("runs/albertkit"),
-        description="Run directory: config.yaml, checkpoints, metrics.jsonl, TensorBoard logs, "
-        "summary.",
-    )
-    model: ModelConfig = Field(
-        ModelConfig(),
-        description="Model architecture (size preset + overrides) and starting checkpoint.",
-    )
-    data: DataConfig = Field(description="Training/evaluation data; its kind selects the task.")
-    optimizer: OptimizerConfig = Field(
-        LambConfig(), description="Optimizer (lamb or adamw) with its learning-rate schedule."
-    )
-    runtime: RuntimeConfig = Field(
-        RuntimeConfig(),
-        description="Precision, XLA, batch sizes, steps, evaluation cadence and seed.",
-    )
-    distributed: DistributedConfig = Field(
-        DistributedConfig(), description="Data-parallel backend."
-    )
-    checkpoint: CheckpointConfig = Field(
-        CheckpointConfig(), description="Checkpoint cadence, retention and resume."
-    )
-    logging: LoggingConfig = Field(
-        LoggingConfig(), description="Log cadence, progress bar and TensorBoard."
-    )
-    sagemaker: SageMakerConfig | None = Field(
-        None,
-        description="SageMaker job settings (albertkit launch, to_sagemaker); unused by local "
-        "runs.",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_optimizer_kind(cls, raw: Any) -> Any:
-        # `--set optimizer.learning_rate=...` on a config without an optimizer section
-        # means "the default optimizer (LAMB) with this rate".
-        if isinstance(raw, dict) and isinstance(raw.get("optimizer"), dict) \
-                and "kind" not in raw["optimizer"]:
-            raw = {**raw, "optimizer": {"kind": "lamb", **raw["optimizer"]}}
-        return raw
-
-    @property
-    def task(self) -> TaskName:
-        return TASK_OF_KIND[self.data.kind]
-
-    @model_validator(mode="after")
-    def _cross_checks(self) -> TrainerConfig:
-        spec = self.model.spec
-        seq = getattr(self.data, "seq_length", None) or getattr(self.data, "max_seq_length", None)
-        if seq is not None and seq > spec.max_position_embeddings:
-            raise ValueError(
-                f"data sequence length {seq} exceeds model.max_position_embeddings="
-                f"{spec.max_position_embeddings}"
-            )
-        warmup = self.optimizer.schedule.resolved_warmup(self.runtime.max_steps)
-        if warmup > self.runtime.max_steps:
-            raise ValueError(
-                f"optimizer.schedule.warmup_steps={warmup} exceeds "
-                f"runtime.max_steps={self.runtime.max_steps}"
-            )
-        if self.runtime.eval_every_steps and self.data.kind == "tfrecord" and not self.data.eval_files:
-            pass  # evaluation then uses nothing; the trainer says so once
-        return self
-
-    # ------------------------------------------------------------------ I/O
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any], overrides: list[str] | None = None,
-                  source: str = "<dict>") -> TrainerConfig:
-        raw = apply_overrides(raw, overrides or [])
-        try:
-            return cls.model_validate(raw)
-        except ValidationError as e:
-            details = _format_errors(e)
-            # one problem stays on the one line the CLI prints; several get a line each
-            details = " " + details.strip() if "\n" not in details else "\n" + details
-            raise ConfigError(f"{source}: invalid configuration:{details}") from None
-
-    @classmethod
-    def from_yaml(cls, path: str | os.PathLike, overrides: list[str] | None = None) -> TrainerConfig:
-        """Load a YAML (or JSON) file, apply ``key.path=value`` overrides, validate."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {path}") from None
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-        try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(e, "problem", None) or str(e)
-            raise ConfigError(f"{path}:{where}: malformed YAML: {problem}") from None
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: top level must be a mapping, got {type(raw).__name__}")
-        return cls.from_dict(raw, overrides, source=str(path))
-
-    from_json = from_yaml  # JSON is YAML
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
-
-    def to_yaml(self, path: str | os.PathLike | None = None) -> str:
-        text = yaml.safe_dump(self.to_dict(), sort_keys=False)
-        if path is not None:
-            atomic_write_text(Path(path), text)
-        return text
-
-    def to_json(self, path: str | os.PathLike | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=2)
-        if path is not None:
-            atomic_write_text(Path(path), text)
-        return text
-
-
-# --------------------------------------------------------------------------- helpers
-def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return a copy of ``raw`` with dotted ``a.b.c=value`` overrides applied.
-
-    Values are parsed as YAML scalars/lists (``1e-3`` -> float, ``true`` -> bool,
-    ``[a, b]`` -> list); ``key=null`` removes an override.
-    """
-    out = json.loads(json.dumps(raw, default=str))
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override {item!r} must look like key.path=value")
-        key, _, text = item.partition("=")
-        parts = [p for p in key.strip().split(".") if p]
-        if not parts:
-            raise ConfigError(f"override {item!r} has an empty key")
-        try:
-            value = yaml.safe_load(text) if text.strip() else ""
-        except yaml.YAMLError:
-            value = text
-        node = out
-        for i, part in enumerate(parts[:-1]):
-            nxt = node.get(part)
-            if nxt is None:
-                nxt = node[part] = {}
-            if not isinstance(nxt, dict):
-                raise ConfigError(
-                    f"override {item!r}: {'.'.join(parts[: i + 1])} is a value, not a section"
-                )
-            node = nxt
-        node[parts[-1]] = value
-    return out
-
-
-def _loc(err: dict[str, Any]) -> str:
-    # drop the tagged-union discriminator values pydantic inserts into locations
-    parts = [str(p) for p in err["loc"]]
-    kinds = {"synthetic", "tfrecord", "demo", "squad", "classification", "lamb", "adamw"}
-    return ".".join(p for p in parts if p not in kinds) or "<root>"
-
-
-def _format_errors(e: ValidationError) -> str:
-    lines = []
-    for err in e.errors():
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "union_tag_not_found":  # a section of a tagged union without kind
-            msg = f"missing {err['ctx']['discriminator']}, which selects the section's type"
-        got = err.get("input")
-        shown = "" if isinstance(got, dict) else f" (got {got!r})"
-        lines.append(f"  {_loc(err)}: {msg}{shown}")
-    return "\n".join(lines)
-
-
-def _first_error(e: ValidationError) -> str:
-    return _format_errors(e).splitlines()[0].strip()
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers never see a partial file."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

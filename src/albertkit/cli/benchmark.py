@@ -1,0 +1,129 @@
+"""``albertkit benchmark``: measure the training step (and compare with HF PyTorch)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from albertkit.config.sizes import SIZES
+
+
+def _parse_int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+
+
+def add_benchmark_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``albertkit benchmark`` on an argparse subparsers object."""
+    p = subparsers.add_parser(
+        "benchmark",
+        help="measure the training step (and compare with HF PyTorch)",
+        description="Measure albertkit's training step: sequences/s, step time, peak memory, "
+        "MFU, input pipeline; optionally side by side with Hugging Face PyTorch.",
+    )
+    p.add_argument("--size", default="base", choices=list(SIZES))
+    p.add_argument("--seq-length", type=int, default=128)
+    p.add_argument(
+        "--max-predictions",
+        type=int,
+        default=None,
+        help="masked positions per sequence (default ceil(0.15 x seq length))",
+    )
+    p.add_argument("--micro-batch", type=int, default=8)
+    p.add_argument("--accumulation", type=int, default=1)
+    p.add_argument(
+        "--precision", default="float32", choices=["float32", "mixed_float16", "mixed_bfloat16"]
+    )
+    p.add_argument("--xla", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
+    p.add_argument(
+        "--remat",
+        action="store_true",
+        help="albertkit recomputes each layer in the backward pass (less memory)",
+    )
+    p.add_argument(
+        "--malloc-arenas",
+        type=int,
+        default=None,
+        help="cap glibc malloc arenas in both frameworks' processes (e.g. 2)",
+    )
+    p.add_argument("--steps", type=int, default=5, help="timed steps per round and framework")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--compare", choices=["hf-pytorch"], action="append", default=[])
+    p.add_argument(
+        "--processes",
+        type=_parse_int_list,
+        default=[1],
+        help="comma-separated process counts (data parallel), e.g. 1,2",
+    )
+    p.add_argument("--no-pipeline", dest="pipeline", action="store_false")
+    p.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also time the pieces of albertkit's step (docs/performance.md)",
+    )
+    p.add_argument(
+        "--hf-threads",
+        type=int,
+        default=None,
+        help="torch threads for --compare hf-pytorch (default: torch's own)",
+    )
+    p.add_argument(
+        "--set",
+        dest="model",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="model field override, e.g. --set num_hidden_layers=2",
+    )
+    p.add_argument("--json", type=Path, default=None, help="write the full result here")
+    p.set_defaults(func=run_benchmark)
+    return p
+
+
+def run_benchmark(args: argparse.Namespace) -> int:
+    """The ``albertkit benchmark`` command."""
+    import yaml
+
+    from albertkit.fileio import atomic_write_text
+    from albertkit.perf import BenchmarkError, BenchmarkSettings, format_table, measure
+
+    model: dict[str, Any] = {}
+    for item in args.model:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise BenchmarkError(f"--set {item!r} must look like field=value")
+        model[key.strip()] = yaml.safe_load(value)
+    settings = BenchmarkSettings(
+        size=args.size,
+        model=model,
+        seq_length=args.seq_length,
+        max_predictions=args.max_predictions,
+        micro_batch=args.micro_batch,
+        accumulation=args.accumulation,
+        precision=args.precision,
+        xla=args.xla,
+        optimizer=args.optimizer,
+        steps=args.steps,
+        warmup=args.warmup,
+        rounds=args.rounds,
+        compare=args.compare,
+        processes=args.processes,
+        pipeline=args.pipeline,
+        hf_threads=args.hf_threads,
+        breakdown=args.breakdown,
+        remat=args.remat,
+        malloc_arenas=args.malloc_arenas,
+    )
+    result = measure(settings)
+    print(format_table(result))
+    if args.json is not None:
+        atomic_write_text(args.json, result.to_json())
+        print(f"wrote {args.json}")
+    return 0

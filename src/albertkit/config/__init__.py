@@ -1,0 +1,70 @@
+"""Typed, validated configuration for every albertkit job.
+
+* :mod:`albertkit.config.sections` -- the sections (model, data, optimizer, runtime, ...);
+* :mod:`albertkit.config.root` -- ``TrainerConfig``, YAML/JSON in and out, plugin sections;
+* :mod:`albertkit.config.overrides` -- dotted ``--set key.path=value`` overrides;
+* :mod:`albertkit.config.validation` -- validation errors that name the field;
+* :mod:`albertkit.config.reference` -- the JSON Schema and the Markdown reference.
+
+The names most code needs are importable from here: ``from albertkit.config import
+TrainerConfig, ConfigError``.
+
+Example:
+    >>> cfg = TrainerConfig.model_validate({"data": {"kind": "synthetic"}})
+    >>> cfg.runtime.accumulation_steps(replicas=1)
+    1
+"""
+
+from albertkit.config.overrides import apply_overrides
+from albertkit.config.root import PLUGIN_SECTIONS, TrainerConfig
+from albertkit.config.sections import (
+    TASK_OF_KIND,
+    AdamWConfig,
+    CheckpointConfig,
+    ClassificationData,
+    DataConfig,
+    DemoData,
+    DistributedConfig,
+    GlueTaskName,
+    LambConfig,
+    LoggingConfig,
+    MaskingConfig,
+    ModelConfig,
+    OptimizerConfig,
+    RuntimeConfig,
+    ScheduleConfig,
+    SquadData,
+    SyntheticData,
+    TaskName,
+    TFRecordData,
+)
+from albertkit.config.validation import format_validation_errors, invalid_configuration
+from albertkit.errors import ConfigError
+
+__all__ = [
+    "PLUGIN_SECTIONS",
+    "TASK_OF_KIND",
+    "AdamWConfig",
+    "CheckpointConfig",
+    "ClassificationData",
+    "ConfigError",
+    "DataConfig",
+    "DemoData",
+    "DistributedConfig",
+    "GlueTaskName",
+    "LambConfig",
+    "LoggingConfig",
+    "MaskingConfig",
+    "ModelConfig",
+    "OptimizerConfig",
+    "RuntimeConfig",
+    "ScheduleConfig",
+    "SquadData",
+    "SyntheticData",
+    "TFRecordData",
+    "TaskName",
+    "TrainerConfig",
+    "apply_overrides",
+    "format_validation_errors",
+    "invalid_configuration",
+]

@@ -1,0 +1,25 @@
+"""Performance: measuring the training step and planning its memory and scaling.
+
+* :mod:`albertkit.perf.settings` -- :class:`BenchmarkSettings`, what ``albertkit benchmark``
+  measures;
+* :mod:`albertkit.perf.result` -- :class:`BenchmarkResult`, the typed result (the JSON file
+  ``--json`` writes and ``albertkit report --benchmark`` reads);
+* :mod:`albertkit.perf.runner` -- :func:`measure`: worker processes, interleaved rounds;
+* :mod:`albertkit.perf.workers` -- albertkit's step (built as the trainer builds it) and
+  Hugging Face PyTorch's; :mod:`~albertkit.perf.meter` (peak memory, timing),
+  :mod:`~albertkit.perf.pipeline` (input pipeline), :mod:`~albertkit.perf.breakdown`
+  (the step's pieces);
+* :mod:`albertkit.perf.table` -- :func:`format_table`, the printed Markdown table;
+* :mod:`albertkit.perf.memory` -- FLOPs and the memory planner (pure functions);
+* :mod:`albertkit.perf.cost` -- the data-parallel communication-cost model.
+
+Nothing here imports TensorFlow at import time: workers import it in their own processes.
+"""
+
+from albertkit.errors import BenchmarkError
+from albertkit.perf.result import BenchmarkResult
+from albertkit.perf.runner import measure
+from albertkit.perf.settings import BenchmarkSettings
+from albertkit.perf.table import format_table
+
+__all__ = ["BenchmarkError", "BenchmarkResult", "BenchmarkSettings", "format_table", "measure"]

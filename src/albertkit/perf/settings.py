@@ -1,0 +1,92 @@
+"""What ``albertkit benchmark`` measures: the settings every worker process receives.
+
+The settings travel to the worker processes as JSON (``model_dump_json``), so everything a
+worker needs to rebuild the same step is a field here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from albertkit.config.sizes import SIZES, AlbertSpec, SizeName
+from albertkit.perf.memory import default_predictions
+
+Framework = Literal["albertkit", "hf-pytorch"]
+Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
+
+
+class BenchmarkSettings(BaseModel):
+    """What to benchmark. ``model`` holds per-field overrides of the size preset."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    size: SizeName = "base"
+    model: dict[str, Any] = {}
+    seq_length: int = Field(128, gt=8)
+    max_predictions: int | None = Field(None, gt=0)
+    micro_batch: int = Field(8, gt=0)
+    accumulation: int = Field(1, gt=0)
+    precision: Precision = "float32"
+    xla: bool = True
+    optimizer: Literal["adamw", "lamb"] = "adamw"
+    remat: bool = Field(False, description="recompute each layer in the backward pass")
+    malloc_arenas: int | None = Field(
+        None, gt=0, description="cap glibc malloc arenas in every worker (None: glibc default)"
+    )
+    steps: int = Field(5, gt=0, description="timed steps per round and framework")
+    warmup: int = Field(2, ge=1, description="untimed steps (compilation) before timing")
+    rounds: int = Field(3, gt=0)
+    compare: list[Framework] = []
+    processes: list[int] = [1]
+    pipeline: bool = True
+    pipeline_batches: int = Field(200, gt=0)
+    breakdown: bool = Field(False, description="also time the step's pieces (albertkit)")
+    hf_threads: int | None = Field(None, gt=0, description="torch threads (None: its default)")
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> BenchmarkSettings:
+        spec = self.spec  # validates the overrides
+        if self.seq_length > spec.max_position_embeddings:
+            raise ValueError(
+                f"seq_length={self.seq_length} exceeds model "
+                f"max_position_embeddings={spec.max_position_embeddings}"
+            )
+        if self.predictions > self.seq_length:
+            raise ValueError(
+                f"max_predictions={self.predictions} exceeds seq_length={self.seq_length}"
+            )
+        if "hf-pytorch" in self.compare and spec.pre_layer_norm:
+            raise ValueError("--compare hf-pytorch: Hugging Face ALBERT has no pre_layer_norm")
+        if "hf-pytorch" in self.compare and self.precision == "mixed_float16":
+            raise ValueError(
+                "--compare hf-pytorch runs CPU PyTorch: use float32 or "
+                "mixed_bfloat16 (autocast), not mixed_float16"
+            )
+        if any(p < 1 for p in self.processes):
+            raise ValueError(f"processes={self.processes}: every entry must be >= 1")
+        return self
+
+    @property
+    def spec(self) -> AlbertSpec:
+        # Dropout off on both sides: the v2 presets have none except the classifier's, and
+        # random masks would make the two frameworks' work differ.
+        fields = {
+            **SIZES[self.size],
+            "hidden_dropout_prob": 0.0,
+            "attention_probs_dropout_prob": 0.0,
+            "classifier_dropout_prob": 0.0,
+            **self.model,
+        }
+        return AlbertSpec(**fields)
+
+    @property
+    def predictions(self) -> int:
+        return self.max_predictions or default_predictions(self.seq_length)
+
+    @property
+    def sequences_per_step(self) -> int:
+        """Sequences one process consumes per optimizer step."""
+        return self.micro_batch * self.accumulation

@@ -1,0 +1,124 @@
+"""The import-layer contract: albertkit's packages import one way, bottom to top.
+
+    errors, fileio, hardware -> config -> models, optimizers, data -> distributed -> tasks
+    -> training -> sagemaker, perf, report -> cli
+
+A module may import from its own layer or a lower one, never from a higher one; lazy imports
+inside functions count too. Three exemptions, all deliberate: the package root re-exports the
+public API; ``AlbertTrainer.to_sagemaker()`` is the one documented convenience that reaches up
+(a lazy import in ``training/trainer.py``); and an optimizer section's ``build()`` constructs
+the optimizer it configures (a lazy import, so that configs stay pluggable tagged unions, each
+with its own ``build()``).
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "albertkit"
+
+LAYERS: dict[str, int] = {
+    "errors": 0, "fileio": 0, "hardware": 0,
+    "config": 1,
+    "models": 2, "optimizers": 2, "data": 2,
+    "distributed": 3,
+    "tasks": 4,
+    "training": 5,
+    "sagemaker": 6, "perf": 6, "report": 6,
+    "cli": 7,
+}
+EXEMPT = {
+    ("albertkit", "*"),  # the package root re-exports the public API lazily
+    ("albertkit.training.trainer", "albertkit.sagemaker"),  # to_sagemaker(), documented
+    ("albertkit.config.sections", "albertkit.optimizers"),  # LambConfig.build() and friends
+}
+
+
+def _module_name(path: Path, root: Path) -> str:
+    rel = path.relative_to(root.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None  # the package root itself
+    if parts[1] not in LAYERS:
+        raise KeyError(f"module {module} belongs to no layer: add its top-level name to LAYERS")
+    return LAYERS[parts[1]]
+
+
+def _imports(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against this module's package
+                base = module.split(".")
+                base = base if is_package else base[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.append((node.lineno, target))
+    return [(line, t) for line, t in found if t == "albertkit" or t.startswith("albertkit.")]
+
+
+def violations(root: Path) -> list[str]:
+    """Every upward import under ``root`` (the albertkit package folder), as readable lines."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        module = _module_name(path, root)
+        if (module, "*") in EXEMPT:
+            continue
+        mine = _layer(module)
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for line, target in _imports(tree, module, path.name == "__init__.py"):
+            theirs = _layer(target)
+            if theirs is None or mine is None or theirs <= mine:
+                continue
+            if any(module == m and (target == t or target.startswith(t + "."))
+                   for m, t in EXEMPT):
+                continue
+            out.append(f"{path.relative_to(root.parent)}:{line}: {module} (layer {mine}) "
+                       f"imports {target} (layer {theirs})")
+    return out
+
+
+def test_every_module_belongs_to_a_layer():
+    tops = {p.stem if p.is_file() else p.name for p in SRC.iterdir()
+            if (p.suffix == ".py" and p.name != "__init__.py")
+            or (p.is_dir() and (p / "__init__.py").is_file())}
+    assert tops - set(LAYERS) == set(), "add new top-level modules to LAYERS"
+
+
+def test_no_upward_imports():
+    found = violations(SRC)
+    assert found == [], "upward imports:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(("victim", "line"), [
+    ("models/albert.py", "from albertkit.training.trainer import AlbertTrainer\n"),
+    ("config/__init__.py", "    import albertkit.sagemaker.config\n"),
+    ("data/corpus.py", "from albertkit.cli import main\n"),
+])
+def test_contract_catches_an_upward_import(tmp_path, victim, line):
+    copy = tmp_path / "albertkit"
+    shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / victim
+    text = target.read_text(encoding="utf-8")
+    if line.startswith("    "):  # a lazy import inside a function body
+        text += "\n\ndef _injected():\n" + line
+    else:
+        text += "\n" + line
+    target.write_text(text, encoding="utf-8")
+    found = violations(copy)
+    assert len(found) == 1 and victim in found[0], found
