@@ -528,7 +528,7 @@ def test_example_buckets_come_from_the_environment():
     # without the variable the error names the fields and the variable to set
     del env["ALBERTKIT_SM_BUCKET"]
     with pytest.raises(ConfigError, match=r"checkpoint_s3_uri.*\{bucket\}.*ALBERTKIT_SM_BUCKET"):
-        smdefaults.load_launch_config(
+        SageMakerConfig.from_trainer_config(smdefaults.load_launch_config(
             root / "sagemaker_pretrain_base.yaml", [], smdefaults.sagemaker_defaults_from_env(env)
-        )
+        ))
     refused(r"bucket='s3://x' is not an S3 bucket name", bucket="s3://x")
