@@ -29,9 +29,11 @@
 #   --check-only      skip the build, check an existing image
 #   -h, --help        this text
 #
-# Times measured on a 2-core machine without a cache: base bootstrap < 1 min, Python layer
-# (~3.5 GB of wheels) and Horovod with CUDA kernels for 6 GPU generations take the bulk;
-# see docs/sagemaker.md for the figures.
+# Times measured with buildah/vfs on a 2-core machine that other jobs were loading (load
+# average 8-12): base bootstrap about 1 min; Debian packages about 3 min; the Python layer
+# (about 3.5 GB of wheels, 7.9 GB installed) about 20 min, mostly writing and committing the
+# layer; Horovod with NCCL, MPI and CUDA kernels about 15 min. With docker's overlay storage
+# and an idle machine, expect much less; a change under src/ rebuilds only the last layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
