@@ -234,10 +234,11 @@ def test_show_text_is_stable_for_a_given_config():
 
 
 def test_show_resolves_sagemaker_configs_like_launch(capsys):
-    from albertkit.sagemaker.job import sagemaker_defaults_from_env
+    from albertkit.sagemaker.defaults import sagemaker_defaults_from_env
 
     path = ROOT / "examples" / "configs" / "sagemaker_pretrain_base.yaml"
     env = sagemaker_defaults_from_env({
+        "ALBERTKIT_SM_BUCKET": "albertkit-123456789012-us-east-1",
         "ALBERTKIT_SM_ROLE_ARN": "arn:aws:iam::123456789012:role/albertkit-sagemaker",
         "ALBERTKIT_SM_SUBNETS": "subnet-0123456789abcdef0",
         "ALBERTKIT_SM_SECURITY_GROUP_IDS": "sg-0123456789abcdef0"})

@@ -38,6 +38,7 @@ EXPECTED_INVALID: dict[str, str] = {}
 # Configs with a `sagemaker:` section are loaded as `albertkit launch` loads them: with the
 # values their header says to export (ALBERTKIT_SM_*, from the infra stack) as defaults.
 LAUNCH_ENV = {
+    "ALBERTKIT_SM_BUCKET": "albertkit-123456789012-us-east-1",
     "ALBERTKIT_SM_ROLE_ARN": "arn:aws:iam::123456789012:role/albertkit-sagemaker",
     "ALBERTKIT_SM_IMAGE_URI": "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest",
     "ALBERTKIT_SM_OUTPUT_PATH": "s3://albertkit-data-123456789012/output",
@@ -69,7 +70,7 @@ def _rel(path: Path) -> str:
 def _load(path: Path) -> TrainerConfig:
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     if isinstance(raw, dict) and raw.get("sagemaker") is not None:
-        from albertkit.sagemaker.job import load_launch_config, sagemaker_defaults_from_env
+        from albertkit.sagemaker.defaults import load_launch_config, sagemaker_defaults_from_env
 
         return load_launch_config(path, [], sagemaker_defaults_from_env(LAUNCH_ENV))
     return TrainerConfig.from_yaml(path)

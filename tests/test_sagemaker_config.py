@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from pathlib import Path
 
 import pytest
 
+from albertkit.cli import sagemaker as smcli
 from albertkit.config import ConfigError, TrainerConfig
 from albertkit.hardware import INSTANCE_TYPES, gpus_per_instance, instance_spec
-from albertkit.sagemaker import job as smjob
+from albertkit.sagemaker import defaults as smdefaults
+from albertkit.sagemaker import plan as smplan
+from albertkit.sagemaker import submit as smsubmit
 from albertkit.sagemaker.config import SageMakerConfig
 from albertkit.training.run_logger import format_log_line
 
@@ -105,6 +109,23 @@ def test_invalid_combinations_are_refused_with_clear_messages():
     refused(r"Extra inputs are not permitted", instance_typ="ml.p4d.24xlarge")
 
 
+def test_secret_names_are_matched_as_whole_words():
+    # a name is refused for a secret word between underscores, not for a word that merely
+    # starts with one (TOKENIZERS_PARALLELISM is the tokenizers library's thread switch)
+    for name in ("HF_TOKEN", "WANDB_API_TOKEN", "DB_PASSWORD", "MY_SECRET", "SSH_PRIVATE_KEY",
+                 "GOOGLE_CREDENTIALS", "AWS_SECRET_ACCESS_KEY", "TOKEN"):
+        refused(r"looks like a secret", environment={name: "x"})
+    allowed = {"TOKENIZERS_PARALLELISM": "false", "NCCL_DEBUG": "WARN", "SECRETARIAT_MODE": "1"}
+    assert SageMakerConfig.model_validate(sm(environment=allowed)).environment == allowed
+
+
+def test_hyperparameter_names_are_dotted_config_paths():
+    for key in ("optimizer-learning_rate", "optimizer__learning_rate", "a b", ".runtime", "x."):
+        refused(r"is not a dotted config path", hyperparameters={key: 1})
+    ok = SageMakerConfig.model_validate(sm(hyperparameters={"runtime.max_steps": 5}))
+    assert ok.hyperparameters == {"runtime.max_steps": 5}
+
+
 def test_valid_combinations_pass():
     SageMakerConfig.model_validate(sm(inputs={"train": FSX}, **NET))
     SageMakerConfig.model_validate(
@@ -145,12 +166,12 @@ def test_env_defaults():
         "ALBERTKIT_SM_IMAGE_URI": "",
         "UNRELATED": "x",
     }
-    assert smjob.sagemaker_defaults_from_env(env) == {
+    assert smdefaults.sagemaker_defaults_from_env(env) == {
         "role_arn": ROLE,
         "subnets": ["subnet-a", "subnet-b"],
         "instance_count": 4,
     }
-    bad = smjob.sagemaker_defaults_from_env({"ALBERTKIT_SM_INSTANCE_COUNT": "four"})
+    bad = smdefaults.sagemaker_defaults_from_env({"ALBERTKIT_SM_INSTANCE_COUNT": "four"})
     with pytest.raises(ConfigError, match=r"sagemaker.instance_count.*'four'"):
         SageMakerConfig.from_trainer_config(trainer_config(bad))
 
@@ -183,7 +204,7 @@ def test_metric_regexes_match_real_log_lines():
     # what CloudWatch receives: the console logger's timestamp, and MPI's rank tag
     lines = [f"12:00:00 INFO {train}", f"[1,0]<stderr>:12:00:01 INFO {evaluation}"]
     found: dict[str, float] = {}
-    for definition in smjob.metric_definitions("pretraining"):
+    for definition in smplan.metric_definitions("pretraining"):
         hits = [m for line in lines if (m := re.search(definition["Regex"], line))]
         assert len(hits) == 1, (definition, lines)  # train regexes never match eval lines
         found[definition["Name"]] = float(hits[0].group(1))
@@ -199,37 +220,37 @@ def test_squad_and_classification_metrics():
     line = format_log_line(
         300, {"exact": 75.2, "f1": 78.4, "HasAns_f1": 80.0, "best_f1": 79.0}, "eval"
     )
-    defs = {d["Name"]: d["Regex"] for d in smjob.metric_definitions("squad")}
+    defs = {d["Name"]: d["Regex"] for d in smplan.metric_definitions("squad")}
     assert float(re.search(defs["eval:f1"], line).group(1)) == pytest.approx(78.4)
     assert float(re.search(defs["eval:best_f1"], line).group(1)) == pytest.approx(79.0)
     assert re.search(defs["eval:exact_match"], line) is None
-    cls = {d["Name"]: d["Regex"] for d in smjob.metric_definitions("classification")}
+    cls = {d["Name"]: d["Regex"] for d in smplan.metric_definitions("classification")}
     line = format_log_line(10, {"loss": 0.5, "accuracy": 0.875}, "eval")
     assert float(re.search(cls["eval:accuracy"], line).group(1)) == 0.875
-    for task in smjob.TRAIN_METRICS:
-        defs = smjob.metric_definitions(task)
+    for task in smplan.TRAIN_METRICS:
+        defs = smplan.metric_definitions(task)
         assert len(defs) <= 40 and all(len(d["Regex"]) <= 500 for d in defs)
 
 
 # --------------------------------------------------------------------------- job checks
 def test_job_level_checks_before_any_call():
     with pytest.raises(ConfigError) as e:
-        smjob.to_sagemaker(trainer_config({}))
+        smsubmit.to_sagemaker(trainer_config({}))
     assert "sagemaker.role_arn is not set" in str(e.value)
     assert "ALBERTKIT_SM_IMAGE_URI" in str(e.value)
     cfg = trainer_config(sm())
     with pytest.raises(ConfigError, match=r"'runtime.max_step' is not a field"):
-        smjob.to_sagemaker(cfg, hyperparameters={"runtime.max_step": 5})
+        smsubmit.to_sagemaker(cfg, hyperparameters={"runtime.max_step": 5})
     with pytest.raises(ConfigError, match=r"'runtime' is a section"):
-        smjob.to_sagemaker(cfg, hyperparameters={"runtime": 5})
+        smsubmit.to_sagemaker(cfg, hyperparameters={"runtime": 5})
     with pytest.raises(ConfigError, match=r"runtime.max_steps"):
-        smjob.to_sagemaker(cfg, hyperparameters={"runtime.max_steps": -3})
+        smsubmit.to_sagemaker(cfg, hyperparameters={"runtime.max_steps": -3})
     # 128 sequences over 2 hosts x 8 GPUs x micro batch 8 = 128: ok; over 3 hosts: not
-    smjob.to_sagemaker(cfg, instance_count=2, distribution={"kind": "horovod"})
+    smsubmit.to_sagemaker(cfg, instance_count=2, distribution={"kind": "horovod"})
     with pytest.raises(ConfigError, match=r"replicas=24.*instance_count=3 x 8"):
-        smjob.to_sagemaker(cfg, instance_count=3, distribution={"kind": "horovod"})
+        smsubmit.to_sagemaker(cfg, instance_count=3, distribution={"kind": "horovod"})
     with pytest.raises(ConfigError, match=r"micro_batch_size=16 x replicas=16"):  # a swept value
-        smjob.to_sagemaker(
+        smsubmit.to_sagemaker(
             cfg,
             instance_count=2,
             distribution={"kind": "horovod"},
@@ -240,11 +261,11 @@ def test_job_level_checks_before_any_call():
         runtime={"precision": "mixed_bfloat16", "micro_batch_size": 8, "global_batch_size": 64},
     )
     with pytest.raises(ConfigError, match=r"V100 GPUs without native bfloat16"):
-        smjob.to_sagemaker(bf16, instance_type="ml.p3.16xlarge", distribution={"kind": "horovod"})
+        smsubmit.to_sagemaker(bf16, instance_type="ml.p3.16xlarge", distribution={"kind": "horovod"})
     with pytest.raises(
         ConfigError, match=r"invalid SageMaker settings:\n  sagemaker.<root>: .*FSx"
     ):
-        smjob.to_sagemaker(cfg, inputs={"train": FSX})
+        smsubmit.to_sagemaker(cfg, inputs={"train": FSX})
 
 
 def test_local_data_paths_must_come_from_a_channel():
@@ -257,10 +278,10 @@ def test_local_data_paths_must_come_from_a_channel():
     }
     cfg = trainer_config(sm(), data=tf)
     with pytest.raises(ConfigError) as e:
-        smjob.to_sagemaker(cfg)
+        smsubmit.to_sagemaker(cfg)
     assert "data.train_files[0]='data/pretrain/train-*.tfrecord' is not provided" in str(e.value)
     assert "data.eval_files[0]='s3://bucket/eval/eval-0.tfrecord'" in str(e.value)
-    smjob.to_sagemaker(
+    smsubmit.to_sagemaker(
         cfg, inputs={"train": FSX, "eval": {"kind": "s3", "uri": "s3://bucket/eval/"}}, **NET
     )
 
@@ -289,17 +310,18 @@ def test_plan_field_by_field():
             **NET,
         )
     )
-    plan = smjob.to_sagemaker(cfg).plan(job_name="albert-base-20250101000000")
+    plan = smsubmit.to_sagemaker(cfg).plan(job_name="albert-base-20250101000000")
     prefix = "s3://bucket/albertkit/albert_base/albert-base-20250101000000/input"
     assert plan["TrainingJobName"] == "albert-base-20250101000000"
     assert plan["HyperParameters"] == {
         "config": "albertkit_config.json",
-        "optimizer.learning_rate": "0.002",
-        "runtime.xla": "false",
+        # dots travel as "__": the SDK driver exports each name as SM_HP_<NAME>
+        "optimizer__learning_rate": "0.002",
+        "runtime__xla": "false",
     }
     algo = plan["AlgorithmSpecification"]
     assert algo["TrainingImage"] == IMAGE and algo["TrainingInputMode"] == "File"
-    assert algo["MetricDefinitions"] == smjob.metric_definitions("pretraining")
+    assert algo["MetricDefinitions"] == smplan.metric_definitions("pretraining")
     assert algo["ContainerEntrypoint"] == ["/bin/bash"]
     assert plan["RoleArn"] == ROLE
     assert plan["InputDataConfig"] == [
@@ -371,7 +393,7 @@ def test_plan_field_by_field():
 
 
 def test_plan_without_optional_parts_and_keep_alive():
-    plan = smjob.to_sagemaker(trainer_config(sm()), keep_alive_seconds=900).plan()
+    plan = smsubmit.to_sagemaker(trainer_config(sm()), keep_alive_seconds=900).plan()
     assert re.fullmatch(r"albertkit-\d{14}", plan["TrainingJobName"])
     assert plan["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 900
     for absent in (
@@ -388,22 +410,22 @@ def test_plan_without_optional_parts_and_keep_alive():
 
 def test_transported_config_and_staged_source(tmp_path):
     cfg = trainer_config(sm(), distributed={"backend": "single"})
-    job = smjob.to_sagemaker(cfg, instance_count=2, distribution={"kind": "tf_multiworker"})
+    job = smsubmit.to_sagemaker(cfg, instance_count=2, distribution={"kind": "tf_multiworker"})
     src = job.stage_source(tmp_path / "src")
-    shipped = TrainerConfig.from_json(src / smjob.CONFIG_FILE)
+    shipped = TrainerConfig.from_json(src / smplan.CONFIG_FILE)
     assert shipped.distributed.backend == "tf_multiworker"
     assert SageMakerConfig.from_trainer_config(shipped).instance_count == 2
     assert shipped.model_dump(exclude={"distributed"}) == cfg.model_dump(exclude={"distributed"})
-    assert (src / smjob.ENTRY_SCRIPT).read_text().startswith('"""SageMaker entry script')
+    assert (src / smplan.ENTRY_SCRIPT).read_text().startswith('"""SageMaker entry script')
     assert (src / "albertkit" / "sagemaker" / "entrypoint.py").is_file()
     assert not list(src.rglob("__pycache__"))
-    text = (src / smjob.CONFIG_FILE).read_text()
+    text = (src / smplan.CONFIG_FILE).read_text()
     assert "AKIA" not in text and "secret" not in text.lower()
 
 
 def test_to_sagemaker_overrides_keep_config_values():
     cfg = trainer_config(sm(instance_type="ml.g5.xlarge", tags={"team": "nlp"}))
-    job = smjob.to_sagemaker(cfg, instance_count=1, volume_size_gb=50)
+    job = smsubmit.to_sagemaker(cfg, instance_count=1, volume_size_gb=50)
     assert job.sagemaker_config.instance_type == "ml.g5.xlarge"
     assert (
         job.sagemaker_config.tags == {"team": "nlp"} and job.sagemaker_config.volume_size_gb == 50
@@ -421,14 +443,14 @@ def test_launch_dry_run(tmp_path, capsys):
     )
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
-    env = smjob.sagemaker_defaults_from_env(
+    env = smdefaults.sagemaker_defaults_from_env(
         {
             "ALBERTKIT_SM_ROLE_ARN": ROLE,
             "ALBERTKIT_SM_IMAGE_URI": IMAGE,
             "ALBERTKIT_SM_OUTPUT_PATH": "s3://from-env/x",
         }
     )
-    smjob.add_parser(sub, env)
+    smcli.add_launch_parser(sub, env)
     args = parser.parse_args(
         ["launch", "--config", str(path), "--dry-run", "--set", "sagemaker.volume_size_gb=77"]
     )
@@ -464,7 +486,7 @@ def test_cli_validates_the_sagemaker_section_at_load(tmp_path, capsys):
     # the config loader itself keeps the section raw; to_sagemaker names the field too
     cfg = TrainerConfig.from_yaml(path)
     with pytest.raises(ConfigError, match=r"sagemaker\.instance_count.*'four'"):
-        smjob.to_sagemaker(cfg)
+        smsubmit.to_sagemaker(cfg)
 
 
 def test_shipped_sagemaker_examples_validate():
@@ -473,8 +495,40 @@ def test_shipped_sagemaker_examples_validate():
     configs = sorted((Path(__file__).parents[1] / "examples" / "configs").glob("sagemaker_*.yaml"))
     assert configs, "no examples/configs/sagemaker_*.yaml"
     for path in configs:
-        cfg = smjob.load_launch_config(
-            path, [], {"role_arn": ROLE, "image_uri": IMAGE, "output_path": "s3://bkt/p", **NET}
+        cfg = smdefaults.load_launch_config(
+            path, [], {"bucket": "bkt", "role_arn": ROLE, "image_uri": IMAGE, "output_path": "s3://bkt/p", **NET}
         )
-        plan = smjob.to_sagemaker(cfg).plan()
+        plan = smsubmit.to_sagemaker(cfg).plan()
         assert plan["ResourceConfig"]["InstanceType"].startswith("ml."), path
+
+
+def test_example_buckets_come_from_the_environment():
+    # the shipped examples name no bucket: ALBERTKIT_SM_BUCKET (the stack's) fills s3://{bucket}/
+    root = Path(__file__).resolve().parents[1] / "examples" / "configs"
+    env = {
+        "ALBERTKIT_SM_BUCKET": "my-team-bucket",
+        "ALBERTKIT_SM_ROLE_ARN": ROLE,
+        "ALBERTKIT_SM_IMAGE_URI": IMAGE,
+        "ALBERTKIT_SM_OUTPUT_PATH": "s3://my-team-bucket/output",
+        "ALBERTKIT_SM_SUBNETS": "subnet-0123456789abcdef0",
+        "ALBERTKIT_SM_SECURITY_GROUP_IDS": "sg-0123456789abcdef0",
+    }
+    defaults = smdefaults.sagemaker_defaults_from_env(env)
+    squad = smdefaults.load_launch_config(root / "sagemaker_finetune_squad.yaml", [], defaults)
+    squad_sm = SageMakerConfig.from_trainer_config(squad)
+    uris = [i.uri for i in squad_sm.inputs.values() if i.kind == "s3"]
+    assert uris and all(u.startswith("s3://my-team-bucket/") for u in uris)
+    pretrain = smdefaults.load_launch_config(root / "sagemaker_pretrain_base.yaml", [], defaults)
+    pretrain_sm = SageMakerConfig.from_trainer_config(pretrain)
+    assert pretrain_sm.checkpoint_s3_uri.startswith("s3://my-team-bucket/checkpoints/")
+    assert pretrain_sm.tensorboard_s3_uri.startswith("s3://my-team-bucket/tensorboard/")
+    for path in (root / "sagemaker_finetune_squad.yaml", root / "sagemaker_pretrain_base.yaml"):
+        assert "s3://{bucket}/" in path.read_text()
+        assert "123456789012-us-east-1" not in path.read_text()
+    # without the variable the error names the fields and the variable to set
+    del env["ALBERTKIT_SM_BUCKET"]
+    with pytest.raises(ConfigError, match=r"checkpoint_s3_uri.*\{bucket\}.*ALBERTKIT_SM_BUCKET"):
+        SageMakerConfig.from_trainer_config(smdefaults.load_launch_config(
+            root / "sagemaker_pretrain_base.yaml", [], smdefaults.sagemaker_defaults_from_env(env)
+        ))
+    refused(r"bucket='s3://x' is not an S3 bucket name", bucket="s3://x")

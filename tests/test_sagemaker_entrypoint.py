@@ -10,7 +10,8 @@ import pytest
 
 from albertkit.config import ConfigError, TrainerConfig
 from albertkit.sagemaker import entrypoint as ep
-from albertkit.sagemaker import job as smjob
+from albertkit.sagemaker import plan as smplan
+from albertkit.sagemaker import submit as smsubmit
 from albertkit.sagemaker.config import SageMakerConfig
 
 ROLE = "arn:aws:iam::123456789012:role/albertkit-sagemaker"
@@ -62,7 +63,7 @@ def tiny_config(data: dict | None = None, **sagemaker) -> TrainerConfig:
 
 
 def opt_ml(
-    tmp_path: Path, job: smjob.SageMakerJob, channels: tuple[str, ...] = ()
+    tmp_path: Path, job: smsubmit.SageMakerJob, channels: tuple[str, ...] = ()
 ) -> tuple[Path, dict]:
     """Lay out <tmp>/opt/ml as SageMaker does and return (root, SM_* environment)."""
     root = tmp_path / "opt" / "ml"
@@ -114,7 +115,7 @@ def test_container_config_rewrites_paths_and_applies_overrides(tmp_path):
         hyperparameters={"optimizer.learning_rate": 0.002, "runtime.max_steps": 6},
         **NET,
     )
-    job = smjob.to_sagemaker(cfg)
+    job = smsubmit.to_sagemaker(cfg)
     root, environ = opt_ml(tmp_path, job, channels=("train", "eval", "tok"))
     env = ep.read_container_env(environ, root, ["--runtime.max_steps", "7"])
     inside = ep.container_config(env)
@@ -135,7 +136,7 @@ def test_container_config_rewrites_paths_and_applies_overrides(tmp_path):
 
 
 def test_hyperparameter_sources(tmp_path):
-    job = smjob.to_sagemaker(tiny_config(), hyperparameters={"runtime.seed": 3})
+    job = smsubmit.to_sagemaker(tiny_config(), hyperparameters={"runtime.seed": 3})
     root, environ = opt_ml(tmp_path, job)
     (root / "input" / "config" / "hyperparameters.json").unlink()
     env = ep.read_container_env(environ, root)  # falls back to SM_HPS (already decoded JSON)
@@ -151,7 +152,7 @@ def test_hyperparameter_sources(tmp_path):
 
 
 def test_multiworker_tf_config_and_ranks(tmp_path):
-    job = smjob.to_sagemaker(
+    job = smsubmit.to_sagemaker(
         tiny_config(),
         instance_count=2,
         distribution={"kind": "tf_multiworker", "port": 23456},
@@ -170,7 +171,7 @@ def test_multiworker_tf_config_and_ranks(tmp_path):
     environ["SM_CURRENT_HOST"] = "algo-1"
     assert ep.is_chief(cfg, ep.read_container_env(environ, root))
 
-    hvd = smjob.to_sagemaker(
+    hvd = smsubmit.to_sagemaker(
         tiny_config(),
         instance_count=2,
         distribution={"kind": "horovod", "processes_per_host": 1},
@@ -190,9 +191,9 @@ def test_multiworker_tf_config_and_ranks(tmp_path):
 
 
 def test_bad_config_writes_the_failure_file(tmp_path):
-    job = smjob.to_sagemaker(tiny_config())
+    job = smsubmit.to_sagemaker(tiny_config())
     root, environ = opt_ml(tmp_path, job)
-    (root / "input" / "data" / "code" / smjob.CONFIG_FILE).write_text("{not json")
+    (root / "input" / "data" / "code" / smplan.CONFIG_FILE).write_text("{not json")
     assert ep.main([], environ, root) == 2
     assert "malformed JSON" in (root / "output" / "failure").read_text()
 
@@ -202,14 +203,14 @@ def test_entry_script_runs_main(tmp_path, monkeypatch):
     import runpy
     import sys
 
-    job = smjob.to_sagemaker(tiny_config(), ship_source=True)
+    job = smsubmit.to_sagemaker(tiny_config(), ship_source=True)
     src = job.stage_source(tmp_path / "code")
     seen = {}
     monkeypatch.setattr(ep, "main", lambda argv: seen.setdefault("argv", argv) and 0)
-    monkeypatch.setattr(sys, "argv", [str(src / smjob.ENTRY_SCRIPT), "--config", "x.json"])
+    monkeypatch.setattr(sys, "argv", [str(src / smplan.ENTRY_SCRIPT), "--config", "x.json"])
     monkeypatch.setattr(sys, "path", list(sys.path))
     with pytest.raises(SystemExit):
-        runpy.run_path(str(src / smjob.ENTRY_SCRIPT), run_name="__main__")
+        runpy.run_path(str(src / smplan.ENTRY_SCRIPT), run_name="__main__")
     assert seen["argv"] == ["--config", "x.json"]
     assert sys.path[0] == str(src)  # the shipped albertkit wins over the image's
 
@@ -267,7 +268,7 @@ def test_horovod_driver_launches_every_host(monkeypatch):
 def test_tiny_job_end_to_end_resumes_and_exports(tmp_path):
     from albertkit.training.trainer import AlbertTrainer
 
-    job = smjob.to_sagemaker(tiny_config(), hyperparameters={"runtime.seed": 7})
+    job = smsubmit.to_sagemaker(tiny_config(), hyperparameters={"runtime.seed": 7})
     root, environ = opt_ml(tmp_path, job)
     env = ep.read_container_env(environ, root)
 
@@ -289,3 +290,83 @@ def test_tiny_job_end_to_end_resumes_and_exports(tmp_path):
     metrics = (root / "checkpoints" / "metrics.jsonl").read_text()
     assert '"step": 8' in metrics
     assert TrainerConfig.from_yaml(root / "checkpoints" / "config.yaml").runtime.seed == 7
+
+
+def test_each_job_carries_its_own_ssh_key_and_installs_it(tmp_path):
+    from cryptography.hazmat.primitives import serialization
+
+    from albertkit.sagemaker import mpi_driver
+
+    job = smsubmit.to_sagemaker(tiny_config(), instance_type="ml.m5.xlarge", instance_count=2,
+                             distribution={"kind": "horovod", "processes_per_host": 1})
+    first = job.stage_driver(tmp_path / "d1") / mpi_driver.SSH_KEY_DIR
+    second = job.stage_driver(tmp_path / "d2") / mpi_driver.SSH_KEY_DIR
+    private = (first / "id_ed25519").read_bytes()
+    assert private != (second / "id_ed25519").read_bytes()  # a new key per staging
+    assert (first / "id_ed25519").stat().st_mode & 0o077 == 0
+    key = serialization.load_ssh_private_key(private, password=None)
+    public = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    assert (first / "id_ed25519.pub").read_bytes().startswith(public)
+
+    ssh = tmp_path / "root-ssh"
+    assert mpi_driver.install_job_ssh_key(first, ssh)
+    assert mpi_driver.install_job_ssh_key(first, ssh)  # idempotent: one authorized line
+    assert (ssh / "id_ed25519").read_bytes() == private
+    assert (ssh / "id_ed25519").stat().st_mode & 0o777 == 0o600
+    assert (ssh / "authorized_keys").read_text().count("ssh-ed25519") == 1
+    assert not mpi_driver.install_job_ssh_key(tmp_path / "no-key", tmp_path / "other")
+
+
+# --------------------------------------------------------------------------- SM_* -> TF_CONFIG
+def test_tf_config_from_environment_wins_over_sagemaker():
+    from albertkit.distributed.multiworker import cluster_position
+
+    cfg = {"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}
+    env = {"TF_CONFIG": json.dumps(cfg), "SM_HOSTS": '["x", "y"]', "SM_CURRENT_HOST": "x"}
+    assert ep.tf_config_from_sagemaker(env) == cfg
+    assert cluster_position(cfg) == (1, 2)
+
+
+def test_tf_config_built_from_sagemaker_hosts():
+    from albertkit.distributed.multiworker import cluster_position, tf_config_from_environ
+
+    env = {"SM_HOSTS": '["algo-2", "algo-1", "algo-3"]', "SM_CURRENT_HOST": "algo-2"}
+    cfg = ep.tf_config_from_sagemaker(env, port=2222)
+    assert cfg == {
+        "cluster": {"worker": ["algo-1:2222", "algo-2:2222", "algo-3:2222"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    assert cluster_position(cfg) == (1, 3)
+    # every host computes the same cluster, and exactly one of them is rank 0
+    ranks = [cluster_position(ep.tf_config_from_sagemaker({**env, "SM_CURRENT_HOST": h}))[0]
+             for h in ("algo-1", "algo-2", "algo-3")]
+    assert ranks == [0, 1, 2]
+    # what the entry point writes is exactly what the distributed layer reads back
+    assert tf_config_from_environ({"TF_CONFIG": json.dumps(cfg)}) == cfg
+    assert ep.tf_config_from_sagemaker({"SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-1"}) \
+        is None
+    assert ep.tf_config_from_sagemaker({}) is None
+
+
+@pytest.mark.parametrize("env, match", [
+    ({"SM_HOSTS": '["algo-1", "algo-2"]'}, "SM_CURRENT_HOST is not set"),
+    ({"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-9"}, "'algo-9' is not in"),
+    ({"SM_HOSTS": "algo-1,algo-2"}, "SM_HOSTS: malformed JSON"),
+    ({"SM_HOSTS": '{"a": 1}'}, "must be a JSON list"),
+])
+def test_bad_sagemaker_host_lists_name_the_variable(env, match):
+    with pytest.raises(ConfigError, match=match):
+        ep.tf_config_from_sagemaker(env)
+
+
+def test_multiworker_port_is_defined_once():
+    from albertkit.sagemaker.config import MULTIWORKER_PORT, MultiWorkerDistribution
+
+    assert MultiWorkerDistribution().port == MULTIWORKER_PORT
+    src = Path(__file__).resolve().parents[1] / "src" / "albertkit"
+    holders = [p.relative_to(src).as_posix() for p in src.rglob("*.py")
+               if "12355" in p.read_text(encoding="utf-8")]
+    assert holders == ["sagemaker/config.py"], holders
+    assert not [p for p in (src / "distributed").rglob("*.py") if "SM_" in p.read_text()]

@@ -16,7 +16,7 @@ boto3 = pytest.importorskip("boto3")
 moto = pytest.importorskip("moto")
 
 from albertkit.config import ConfigError, TrainerConfig  # noqa: E402
-from albertkit.sagemaker import job as smjob  # noqa: E402
+from albertkit.sagemaker import submit as smsubmit  # noqa: E402
 
 REGION = "us-east-1"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest"
@@ -113,7 +113,7 @@ def s3_keys(session, prefix: str) -> list[str]:
 def test_fit_no_wait_submits_the_planned_request(aws, tmp_path):
     session, role = aws
     cfg = make_config(role, tmp_path)
-    job = smjob.to_sagemaker(
+    job = smsubmit.to_sagemaker(
         cfg,
         instance_type="ml.p4d.24xlarge",
         instance_count=2,
@@ -163,7 +163,7 @@ def test_fit_no_wait_submits_the_planned_request(aws, tmp_path):
     assert d["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}
     assert d["HyperParameters"] == {
         "config": "albertkit_config.json",
-        "optimizer.learning_rate": "0.002",
+        "optimizer__learning_rate": "0.002",
     }
     assert d["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/albertkit"
     plan = job.plan(job_name=job.job_name)
@@ -214,12 +214,12 @@ def test_fit_no_wait_submits_the_planned_request(aws, tmp_path):
 
     # 4. following the job
     assert job.status() == "Completed"  # moto completes jobs at once
-    assert smjob.attach(job.job_name, session).status() == "Completed"
+    assert smsubmit.attach(job.job_name, session).status() == "Completed"
 
 
 def test_keep_alive_multiworker_and_waiting(aws, tmp_path):
     session, role = aws
-    job = smjob.to_sagemaker(
+    job = smsubmit.to_sagemaker(
         make_config(role, tmp_path),
         instance_type="ml.g5.12xlarge",
         instance_count=2,
@@ -228,7 +228,7 @@ def test_keep_alive_multiworker_and_waiting(aws, tmp_path):
         encrypt_inter_container_traffic=True,
     ).fit(wait=True, logs=True, boto_session=session)  # moto completes at once
     assert job.status() == "Completed"
-    smjob.attach(job.job_name, session).wait(logs=True)
+    smsubmit.attach(job.job_name, session).wait(logs=True)
     assert job.submitted_request == job.plan(job_name=job.job_name)
     d = job.describe()
     assert d["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 1800
@@ -265,5 +265,5 @@ def test_invalid_jobs_are_refused_before_any_aws_call(aws, tmp_path, monkeypatch
     }
     for message, overrides in cases.items():
         with pytest.raises(ConfigError, match=message):
-            smjob.to_sagemaker(cfg, **overrides).fit(wait=False, boto_session=session)
+            smsubmit.to_sagemaker(cfg, **overrides).fit(wait=False, boto_session=session)
     assert calls == []

@@ -48,13 +48,13 @@ def _add_optional_commands(sub) -> None:
     """Subcommands whose parsers still live beside the code they drive."""
     from albertkit.cli.benchmark import add_benchmark_parser
     from albertkit.cli.report import add_report_parser
-    from albertkit.sagemaker.job import add_parser as add_launch
-    from albertkit.sagemaker.job import sagemaker_defaults_from_env
+    from albertkit.cli.sagemaker import add_launch_parser
+    from albertkit.sagemaker.defaults import sagemaker_defaults_from_env
 
     add_train_tokenizer_parser(sub)
     add_prepare_data_parser(sub)
     add_evaluate_squad_parser(sub)
-    add_launch(sub, sagemaker_defaults_from_env(os.environ))  # env read here, not in configs
+    add_launch_parser(sub, sagemaker_defaults_from_env(os.environ))  # env read here, not in configs
     add_benchmark_parser(sub)
     add_report_parser(sub)
     add_config_parser(sub, sagemaker_defaults_from_env(os.environ))

@@ -134,7 +134,7 @@ def load_for_show(path: Path, overrides: list[str],
         except ConfigError:
             raw = None  # from_yaml below reports the problem with file and line
         if isinstance(raw, dict) and raw.get("sagemaker") is not None:
-            from albertkit.sagemaker.job import load_launch_config
+            from albertkit.sagemaker.defaults import load_launch_config
 
             cfg = load_launch_config(path, overrides, sagemaker_env_defaults)
     if cfg is None:
@@ -148,7 +148,7 @@ def add_config_parser(subparsers, sagemaker_env_defaults: Mapping[str, Any] | No
                       ) -> argparse.ArgumentParser:
     """Register ``albertkit config`` with ``schema``, ``show`` and ``reference``.
 
-    ``sagemaker_env_defaults`` (``albertkit.sagemaker.job.sagemaker_defaults_from_env``
+    ``sagemaker_env_defaults`` (``albertkit.sagemaker.defaults.sagemaker_defaults_from_env``
     of ``os.environ``, read by ``albertkit.cli``) fill a config's ``sagemaker:`` section as
     ``albertkit launch`` does, so ``show`` resolves SageMaker configs the same way.
     """

@@ -18,8 +18,8 @@ def build_distributor(cfg: DistributedConfig, environ: Mapping[str, str] | None 
     """The backend named by ``cfg.backend``.
 
     ``environ`` (default ``os.environ``) is where a launched process learns its place in
-    the job: ``TF_CONFIG`` or SageMaker's ``SM_HOSTS``/``SM_CURRENT_HOST`` for
-    ``tf_multiworker``; Horovod reads its own variables set by horovodrun/mpirun.
+    the job: ``TF_CONFIG`` for ``tf_multiworker`` (on SageMaker the entry point writes it
+    from the host list); Horovod reads its own variables set by horovodrun/mpirun.
     Build it before any other TensorFlow work (GPU pinning, collective setup).
     """
     backend = cfg.backend

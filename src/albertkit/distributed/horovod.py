@@ -62,7 +62,7 @@ def pin_gpu(local_rank: int) -> str | None:
     except RuntimeError as e:
         visible = tf.config.get_visible_devices("GPU")
         if visible == [gpu]:
-            return gpu.name  # already pinned (e.g. by the SageMaker entry point)
+            return gpu.name  # already pinned by an earlier distributor in this process
         raise RuntimeError(
             f"cannot pin Horovod local rank {local_rank} to {gpu.name}: TensorFlow already "
             f"initialised its GPUs ({e}). Build the distributor before any other "

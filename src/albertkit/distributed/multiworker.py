@@ -10,8 +10,9 @@ reductions it calls (:meth:`reduce_mean`, :meth:`reduce_sum`) are replica-contex
 all-reduces. They sit outside the XLA-compiled gradient function because XLA cannot
 compile collectives on CPU.
 
-``TF_CONFIG`` comes from the environment, or is built from SageMaker's ``SM_HOSTS`` /
-``SM_CURRENT_HOST`` (:func:`tf_config_from_environ`, a pure function).
+The cluster comes from ``TF_CONFIG`` only (:func:`tf_config_from_environ`, a pure
+function); the launchers write it (``albertkit.sagemaker.entrypoint`` translates SageMaker's
+host list into it).
 """
 
 from __future__ import annotations
@@ -29,31 +30,12 @@ from albertkit.distributed.compression import compress_for_mean, decompress_mean
 
 log = logging.getLogger("albertkit")
 
-DEFAULT_PORT = 12355  # same default as SageMakerConfig.distribution.port (tf_multiworker)
 PACK_BYTES = 32 * 1024 * 1024  # gradients are packed into ~32 MiB chunks per all-reduce
 
 Communication = Literal["auto", "ring", "nccl"]
 
 
 # ============================================================================ TF_CONFIG
-def sagemaker_tf_config(hosts: list[str], current_host: str, port: int = DEFAULT_PORT
-                        ) -> dict[str, Any]:
-    """TF_CONFIG for one worker per SageMaker host; worker 0 (the chief) is the first host
-    in sorted order, as in ``albertkit.sagemaker.entrypoint``.
-
-    Example:
-        >>> sagemaker_tf_config(["algo-2", "algo-1"], "algo-2", 2222)["task"]
-        {'type': 'worker', 'index': 1}
-    """
-    hosts = sorted(hosts)
-    if current_host not in hosts:
-        raise ConfigError(f"SM_CURRENT_HOST={current_host!r} is not in SM_HOSTS={hosts}")
-    return {
-        "cluster": {"worker": [f"{h}:{port}" for h in hosts]},
-        "task": {"type": "worker", "index": hosts.index(current_host)},
-    }
-
-
 def validate_tf_config(tf_config: Any, source: str = "TF_CONFIG") -> dict[str, Any]:
     """Check the TF_CONFIG shape MultiWorkerMirroredStrategy needs; errors name ``source``."""
     if not isinstance(tf_config, dict):
@@ -83,39 +65,24 @@ def validate_tf_config(tf_config: Any, source: str = "TF_CONFIG") -> dict[str, A
     return {"cluster": cluster, "task": {"type": task["type"], "index": index}}
 
 
-def tf_config_from_environ(environ: Mapping[str, str], port: int = DEFAULT_PORT
-                           ) -> dict[str, Any] | None:
-    """The cluster this process belongs to, or None for a single machine.
+def tf_config_from_environ(environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """The cluster this process belongs to (from ``TF_CONFIG``), or None for one machine.
 
-    ``TF_CONFIG`` wins; otherwise SageMaker's ``SM_HOSTS`` (a JSON list) and
-    ``SM_CURRENT_HOST`` give one worker per host on ``port``. One host means no cluster.
+    Launchers describe the job in ``TF_CONFIG`` (``albertkit.distributed.launch`` locally,
+    ``albertkit.sagemaker.entrypoint`` from SageMaker's host list); an empty one, or a
+    cluster without members, means no cluster.
     """
     raw = environ.get("TF_CONFIG", "").strip()
-    if raw:
-        try:
-            parsed = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"TF_CONFIG: malformed JSON at line {e.lineno} column {e.colno}: "
-                              f"{e.msg}") from None
-        if parsed == {} or parsed.get("cluster") in (None, {}):
-            return None
-        return validate_tf_config(parsed)
-    hosts_text = environ.get("SM_HOSTS", "").strip()
-    if hosts_text:
-        try:
-            hosts = json.loads(hosts_text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"SM_HOSTS: malformed JSON ({e.msg}): {hosts_text!r}") from None
-        if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) for h in hosts):
-            raise ConfigError(f"SM_HOSTS: must be a JSON list of host names, got {hosts_text!r}")
-        if len(hosts) == 1:
-            return None
-        current = environ.get("SM_CURRENT_HOST", "").strip()
-        if not current:
-            raise ConfigError(f"SM_HOSTS={hosts_text} names several hosts but SM_CURRENT_HOST "
-                              "is not set")
-        return sagemaker_tf_config(hosts, current, port)
-    return None
+    if not raw:
+        return None
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"TF_CONFIG: malformed JSON at line {e.lineno} column {e.colno}: "
+                          f"{e.msg}") from None
+    if parsed == {} or parsed.get("cluster") in (None, {}):
+        return None
+    return validate_tf_config(parsed)
 
 
 def cluster_position(tf_config: dict[str, Any] | None) -> tuple[int, int]:

@@ -7,7 +7,7 @@ checked without any AWS call: combinations SageMaker would refuse (or accept and
 on hours later) are refused with a message that names the field and the value.
 
 Nothing here reads the environment; ``albertkit launch`` takes defaults from environment
-variables through ``albertkit.sagemaker.job.sagemaker_defaults_from_env``.
+variables through ``albertkit.sagemaker.defaults.sagemaker_defaults_from_env``.
 
 Example:
     >>> cfg = SageMakerConfig(
@@ -44,12 +44,15 @@ MAX_KEEP_ALIVE_SECONDS = 21600  # ResourceConfig.KeepAlivePeriodInSeconds maximu
 JOB_NAME_TIMESTAMP = 15  # "-YYYYmmddHHMMSS" appended by the SDK; names are <= 63 chars
 RESERVED_CHANNELS = ("code", "sm_drivers")  # created by the SageMaker SDK for the source
 CONFIG_HYPERPARAMETER = "config"  # the hyperparameter that names the config JSON
+MULTIWORKER_PORT = 12355  # where tf_multiworker workers listen unless distribution.port says
 # The config file section this schema validates (a plugin section of TrainerConfig).
 SECTION = "sagemaker"
 SECTION_DESCRIPTION = (
     "SageMaker job settings (albertkit launch, to_sagemaker); unused by local runs."
 )
 
+BUCKET_PLACEHOLDER = "{bucket}"  # stands for SageMakerConfig.bucket in any other value
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-/]+$")
 _CHANNEL = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
@@ -79,6 +82,13 @@ _SECRET_NAME_WORDS = frozenset({
     "PAT", "AUTH", "CREDENTIAL", "CREDENTIALS", "CREDS",
 })
 _NAME_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+# A hyperparameter override is a dotted config path (optimizer.learning_rate). On the wire the
+# dots become "__": the SageMaker SDK's container driver exports every hyperparameter as the
+# shell variable SM_HP_<KEY> and sources that file under `set -e`, and a dot in a variable
+# name stops the job before training ("not a valid identifier").
+HYPERPARAMETER_SEPARATOR = "__"
+_PATH_PART = r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*"  # no "__", so the encoding reverses
+_DOTTED_PATH = re.compile(rf"^{_PATH_PART}(?:\.{_PATH_PART})*$")
 
 
 def secret_name_word(name: str) -> str | None:
@@ -104,7 +114,9 @@ class _Section(BaseModel):
 
 
 def _check_s3(field: str, value: str | None) -> str | None:
-    if value is not None and not _S3_URI.match(value):
+    # an unfilled {bucket} is reported by SageMakerConfig once everything else is checked
+    probe = value.replace(BUCKET_PLACEHOLDER, "bucket") if value is not None else None
+    if probe is not None and not _S3_URI.match(probe):
         raise ValueError(f"{field}={value!r} is not an S3 URI like s3://bucket/prefix")
     return value
 
@@ -201,7 +213,7 @@ class MultiWorkerDistribution(_Section):
     GPUs; the entry point builds TF_CONFIG from SM_HOSTS and listens on ``port``."""
 
     kind: Literal["tf_multiworker"] = "tf_multiworker"
-    port: int = Field(12355, ge=1024, le=65535)
+    port: int = Field(MULTIWORKER_PORT, ge=1024, le=65535)
 
 
 DistributionConfig = Annotated[
@@ -222,6 +234,12 @@ class SageMakerConfig(_Section):
     """
 
     # identity and image
+    bucket: str | None = Field(
+        None,
+        description="the project's S3 bucket; '{bucket}' in any other sagemaker value "
+        "(s3://{bucket}/checkpoints/...) is replaced by it, so an example config names no "
+        "bucket of its own ($ALBERTKIT_SM_BUCKET sets it for albertkit launch)",
+    )
     role_arn: str | None = None
     image_uri: str | None = None
     region: str | None = None
@@ -269,6 +287,29 @@ class SageMakerConfig(_Section):
             raise invalid_configuration(source, e, prefix=SECTION) from None
 
     # ------------------------------------------------------------------ field checks
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_bucket(cls, data):
+        """Replace ``{bucket}`` in every string value (nested inputs included)."""
+        if not isinstance(data, dict):
+            return data
+        bucket = data.get("bucket")
+        if bucket is not None and not _BUCKET.match(str(bucket)):
+            raise ValueError(f"bucket={bucket!r} is not an S3 bucket name (no s3://, no '/')")
+        if bucket is None:
+            return data  # an unfilled placeholder is reported after the other checks
+
+        def fill(node):
+            if isinstance(node, dict):
+                return {k: fill(v) for k, v in node.items()}
+            if isinstance(node, list):
+                return [fill(v) for v in node]
+            if isinstance(node, str):
+                return node.replace(BUCKET_PLACEHOLDER, bucket)
+            return node
+
+        return {k: (v if k == "bucket" else fill(v)) for k, v in data.items()}
+
     @field_validator("role_arn")
     @classmethod
     def _role(cls, v: str | None) -> str | None:
@@ -378,6 +419,11 @@ class SageMakerConfig(_Section):
                     f"hyperparameters: key {key[:40]!r}... is longer than "
                     f"{MAX_HYPERPARAMETER_KEY} characters"
                 )
+            if not _DOTTED_PATH.match(key):
+                raise ValueError(
+                    f"hyperparameters: key {key!r} is not a dotted config path like "
+                    "optimizer.learning_rate (letters, digits, single '_' between words, '.')"
+                )
             text = hyperparameter_text(value)
             if len(text) > MAX_HYPERPARAMETER_VALUE:
                 raise ValueError(
@@ -441,6 +487,13 @@ class SageMakerConfig(_Section):
             )
         if self.distribution is not None and self.distribution.kind == "horovod":
             self.processes_per_host  # noqa: B018  (raises naming the instance type)
+        unfilled = _placeholder_fields(self.model_dump(mode="json", exclude={"bucket"}))
+        if unfilled:
+            raise ValueError(
+                f"{', '.join(unfilled)} use {BUCKET_PLACEHOLDER} but bucket is not set (in the "
+                "config, --set sagemaker.bucket=NAME, or $ALBERTKIT_SM_BUCKET for albertkit "
+                "launch)"
+            )
         return self
 
     # ------------------------------------------------------------------ derived
@@ -480,6 +533,28 @@ class SageMakerConfig(_Section):
     def backend(self) -> Literal["single", "horovod", "tf_multiworker"]:
         """The albertkit ``distributed.backend`` the job's processes use."""
         return "single" if self.distribution is None else self.distribution.kind
+
+
+def _placeholder_fields(node, where: str = "") -> list[str]:
+    """Dotted names of the values that still hold ``{bucket}``."""
+    if isinstance(node, dict):
+        return [f for k, v in node.items()
+                for f in _placeholder_fields(v, f"{where}.{k}" if where else str(k))]
+    if isinstance(node, list):
+        return [f for i, v in enumerate(node) for f in _placeholder_fields(v, f"{where}[{i}]")]
+    return [where] if isinstance(node, str) and BUCKET_PLACEHOLDER in node else []
+
+
+def hyperparameter_key(path: str) -> str:
+    """The request's name for the override of dotted config ``path``
+    (``optimizer.learning_rate`` -> ``optimizer__learning_rate``): a valid shell name."""
+    return path.replace(".", HYPERPARAMETER_SEPARATOR)
+
+
+def config_path(key: str) -> str:
+    """The dotted config path a hyperparameter name stands for (inverse of
+    :func:`hyperparameter_key`; dotted names, e.g. from an older job, pass unchanged)."""
+    return key.replace(HYPERPARAMETER_SEPARATOR, ".")
 
 
 def hyperparameter_text(value: HyperparameterValue) -> str:

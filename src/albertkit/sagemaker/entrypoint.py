@@ -10,8 +10,9 @@ once per host, or under ``mpirun`` once per GPU for Horovod. This module then:
    data paths to the channel directories and sets ``run_dir`` to the checkpoint directory
    (SageMaker syncs it to ``checkpoint_s3_uri`` and restores it after a spot interruption,
    so ``AlbertTrainer`` resumes by itself);
-3. pins this process's GPU (Horovod: one per local rank) and, for multi-worker training,
-   builds ``TF_CONFIG`` from ``SM_HOSTS``/``SM_CURRENT_HOST``;
+3. for multi-worker training, translates ``SM_HOSTS``/``SM_CURRENT_HOST`` into
+   ``TF_CONFIG`` (the distributed layer reads nothing SageMaker-specific); Horovod pins one
+   GPU per local rank itself (``albertkit.distributed.horovod``);
 4. trains, then (chief only) writes the model in albertkit and Hugging Face formats to
    ``SM_MODEL_DIR`` (``model.tar.gz``) and the summary to ``SM_OUTPUT_DATA_DIR``.
 
@@ -25,12 +26,13 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import posixpath
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,15 +42,22 @@ from pydantic import ValidationError
 from albertkit.config import ConfigError, TrainerConfig, apply_overrides
 from albertkit.sagemaker.config import (
     CONFIG_HYPERPARAMETER,
+    MULTIWORKER_PORT,
     SageMakerConfig,
+    config_path,
     hyperparameter_text,
 )
-from albertkit.sagemaker.job import CONFIG_FILE, path_under
+from albertkit.sagemaker.plan import CONFIG_FILE, path_under
 
 log = logging.getLogger("albertkit")
 
 SAGEMAKER_ROOT = "/opt/ml"
 EXIT_INTERRUPTED = 143  # 128 + SIGTERM: stopped or spot-interrupted, checkpoint written
+# The image's container-start hook (docker/container_start.sh) forwards SIGTERM to the PIDs
+# named in this directory; the hook creates it on every host, so ranks that MPI starts over
+# ssh (without the hook's environment) find it too.
+TRAINER_DIR_ENV = "ALBERTKIT_TRAINER_DIR"
+DEFAULT_TRAINER_DIR = "/run/albertkit/trainers"
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,8 @@ def read_container_env(
             }
         )
     hps.update(parse_cli_hyperparameters(list(argv or [])))
+    # the request names overrides optimizer__learning_rate; the config wants the dotted path
+    hps = {config_path(k): v for k, v in hps.items()}
 
     return ContainerEnv(
         root=root,
@@ -209,13 +220,52 @@ def container_config(env: ContainerEnv) -> TrainerConfig:
     return TrainerConfig.from_dict(raw, source=str(path))
 
 
-def tf_config(hosts: list[str], current_host: str, port: int) -> dict[str, Any]:
-    """TF_CONFIG for MultiWorkerMirroredStrategy: one worker per host, sorted like SM_HOSTS."""
+def sagemaker_tf_config(hosts: list[str], current_host: str, port: int = MULTIWORKER_PORT
+                        ) -> dict[str, Any]:
+    """TF_CONFIG for MultiWorkerMirroredStrategy: one worker per SageMaker host; worker 0 (the
+    chief) is the first host in sorted order, on every host alike.
+
+    Example:
+        >>> sagemaker_tf_config(["algo-2", "algo-1"], "algo-2", 2222)["task"]
+        {'type': 'worker', 'index': 1}
+    """
     hosts = sorted(hosts)
+    if current_host not in hosts:
+        raise ConfigError(f"SM_CURRENT_HOST={current_host!r} is not in SM_HOSTS={hosts}")
     return {
         "cluster": {"worker": [f"{h}:{port}" for h in hosts]},
         "task": {"type": "worker", "index": hosts.index(current_host)},
     }
+
+
+def tf_config_from_sagemaker(environ: Mapping[str, str], port: int = MULTIWORKER_PORT
+                             ) -> dict[str, Any] | None:
+    """The TF_CONFIG this SageMaker host should run with, or None for a single machine.
+
+    A ``TF_CONFIG`` already in the environment wins (validated, as the distributed layer
+    reads it); otherwise SageMaker's ``SM_HOSTS`` (a JSON list) and ``SM_CURRENT_HOST`` give
+    one worker per host on ``port``. One host means no cluster.
+    """
+    from albertkit.distributed.multiworker import tf_config_from_environ
+
+    if environ.get("TF_CONFIG", "").strip():
+        return tf_config_from_environ(environ)
+    hosts_text = environ.get("SM_HOSTS", "").strip()
+    if not hosts_text:
+        return None
+    try:
+        hosts = json.loads(hosts_text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"SM_HOSTS: malformed JSON ({e.msg}): {hosts_text!r}") from None
+    if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) for h in hosts):
+        raise ConfigError(f"SM_HOSTS: must be a JSON list of host names, got {hosts_text!r}")
+    if len(hosts) == 1:
+        return None
+    current = environ.get("SM_CURRENT_HOST", "").strip()
+    if not current:
+        raise ConfigError(f"SM_HOSTS={hosts_text} names several hosts but SM_CURRENT_HOST "
+                          "is not set")
+    return sagemaker_tf_config(hosts, current, port)
 
 
 def process_environment(cfg: TrainerConfig, env: ContainerEnv) -> dict[str, str]:
@@ -224,8 +274,8 @@ def process_environment(cfg: TrainerConfig, env: ContainerEnv) -> dict[str, str]
     sm = SageMakerConfig.from_trainer_config(cfg)
     dist = sm.distribution if sm else None
     if cfg.distributed.backend == "tf_multiworker" and len(env.hosts) > 1:
-        port = dist.port if dist is not None and dist.kind == "tf_multiworker" else 12355
-        out["TF_CONFIG"] = json.dumps(tf_config(env.hosts, env.current_host, port))
+        port = dist.port if dist is not None and dist.kind == "tf_multiworker" else MULTIWORKER_PORT
+        out["TF_CONFIG"] = json.dumps(sagemaker_tf_config(env.hosts, env.current_host, port))
     return out
 
 
@@ -236,16 +286,27 @@ def is_chief(cfg: TrainerConfig, env: ContainerEnv) -> bool:
     return env.hosts.index(env.current_host) == 0
 
 
-def pin_gpus(backend: str, local_rank: int) -> None:
-    """Horovod: this process sees only GPU ``local_rank`` (TensorFlow-level, as Horovod
-    documents; CUDA_VISIBLE_DEVICES would hide the peers NCCL uses for P2P). Other backends
-    keep every GPU (MultiWorkerMirroredStrategy replicates over all local GPUs)."""
-    import tensorflow as tf
+@contextlib.contextmanager
+def registered_trainer(environ: Mapping[str, str]) -> Iterator[Path | None]:
+    """Name this process in the trainer directory while it runs, so that a SIGTERM sent to the
+    container's PID 1 (a job stop, a spot interruption) reaches it and it can checkpoint.
 
-    gpus = tf.config.list_physical_devices("GPU")
-    if not gpus or backend != "horovod":
-        return
-    tf.config.set_visible_devices(gpus[local_rank % len(gpus)], "GPU")
+    Outside the image (no such directory) this does nothing.
+    """
+    directory = Path(environ.get(TRAINER_DIR_ENV) or DEFAULT_TRAINER_DIR)
+    registered: Path | None = None
+    if directory.is_dir():
+        try:
+            registered = directory / str(os.getpid())
+            registered.touch()
+        except OSError as e:
+            log.warning("cannot register for signal forwarding in %s: %s", directory, e)
+            registered = None
+    try:
+        yield registered
+    finally:
+        if registered is not None:
+            registered.unlink(missing_ok=True)
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -271,7 +332,8 @@ def run(env: ContainerEnv, apply_environment: bool = True) -> int:
             len(env.hosts),
             env.num_gpus,
         )
-    pin_gpus(backend, env.local_rank)
+    # GPU pinning (Horovod: one GPU per local rank) happens where the backend is built,
+    # in albertkit.distributed.horovod, before any other TensorFlow work.
     if chief:
         log.info(
             "SageMaker: host %s of %s, backend=%s, run_dir=%s, channels=%s",
@@ -317,7 +379,8 @@ def main(
     environ = os.environ if environ is None else environ
     try:
         env = read_container_env(environ, root_dir, argv)
-        return run(env)
+        with registered_trainer(environ):
+            return run(env)
     except ConfigError as e:
         log.error("%s", e)
         failure = Path(root_dir) / "output" / "failure"

@@ -9,19 +9,30 @@ the SDK's own helpers (sshd, waiting for every peer, the done-file that releases
 and launches ``hosts x processes_per_host`` ranks, mapped by slot and not bound to cores as
 Horovod recommends, each running ``python -m mpi4py albertkit_entry.py --key value ...``.
 
-It is uploaded as ``DRIVER_SCRIPT`` by ``albertkit.sagemaker.job`` and runs with the
+SSH between the hosts uses a key pair made for this one job when albertkit stages it
+(``write_job_ssh_key``, next to this driver in the SDK's ``sm_drivers`` channel); the driver
+installs it for root on every host before sshd starts, and makes the host keys if the
+container has none. The image itself holds no key, so pulling it gives no access to any job;
+the job's key is as private as the job's own S3 input prefix (docs/sagemaker.md, "SSH
+between hosts").
+
+It is uploaded as ``DRIVER_SCRIPT`` by ``albertkit.sagemaker.plan`` and runs with the
 container's Python, outside albertkit's package; it imports nothing from albertkit.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 DRIVER_SCRIPT = "albertkit_mpi_driver.py"
+SSH_KEY_DIR = "albertkit_ssh"  # beside the driver: id_ed25519, id_ed25519.pub
+SSH_KEY_NAME = "id_ed25519"
 # Horovod's advice for Open MPI: place ranks slot by slot, let the OS schedule threads.
 HOROVOD_MPI_OPTIONS = ["--bind-to", "none", "--map-by", "slot"]
 
@@ -53,6 +64,63 @@ def mpirun_command(environ: Mapping[str, str], sm_drivers: str | os.PathLike) ->
     return command + hyperparameters_to_cli_args(json.loads(environ.get("SM_HPS") or "{}"))
 
 
+def write_job_ssh_key(directory: str | os.PathLike) -> Path:
+    """Make a fresh Ed25519 key pair for one job in ``directory`` (run where the job is
+    staged; needs the ``cryptography`` package, which the SageMaker SDK brings)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / SSH_KEY_NAME
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(private)
+    (directory / f"{SSH_KEY_NAME}.pub").write_bytes(public + b" albertkit-job\n")
+    return target
+
+
+def install_job_ssh_key(key_dir: str | os.PathLike, ssh_dir: str | os.PathLike = "/root/.ssh"
+                        ) -> bool:
+    """Let this host log in to, and be logged in by, the job's other hosts: the job's key
+    becomes root's identity and is authorised. False when the job carries no key."""
+    key_dir, ssh_dir = Path(key_dir), Path(ssh_dir)
+    private, public = key_dir / SSH_KEY_NAME, key_dir / f"{SSH_KEY_NAME}.pub"
+    if not (private.is_file() and public.is_file()):
+        return False
+    ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(ssh_dir, 0o700)
+    identity = ssh_dir / SSH_KEY_NAME
+    fd = os.open(identity, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(private.read_bytes())
+    os.chmod(identity, 0o600)
+    (ssh_dir / f"{SSH_KEY_NAME}.pub").write_bytes(public.read_bytes())
+    authorized = ssh_dir / "authorized_keys"
+    line = public.read_text().strip()
+    existing = authorized.read_text().splitlines() if authorized.is_file() else []
+    if line not in existing:
+        with open(authorized, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+    os.chmod(authorized, 0o600)
+    return True
+
+
+def ensure_host_keys() -> None:
+    """sshd needs host keys; the image ships none (each container makes its own)."""
+    if not glob.glob("/etc/ssh/ssh_host_*_key"):
+        subprocess.run(["ssh-keygen", "-A"], check=True, stdout=subprocess.DEVNULL)
+
+
 def _use_sdk_helpers(sm_drivers: str | os.PathLike) -> None:
     root = str(Path(sm_drivers))
     if root not in sys.path:
@@ -72,10 +140,16 @@ def main() -> int:
     )
 
     environ = os.environ
+    # the SDK's mpirun command exports LD_LIBRARY_PATH by name (-x); images that do not set
+    # it (this one loads CUDA through ld.so.conf) would make Open MPI complain
+    environ.setdefault("LD_LIBRARY_PATH", "")
     hosts, _ = layout(environ)
     master, current = environ["SM_MASTER_ADDR"], environ["SM_CURRENT_HOST"]
     # every host: its SM_* variables into /etc/environment (ranks started over ssh read them)
     write_env_vars_to_file()
+    if not install_job_ssh_key(Path(__file__).resolve().parent / SSH_KEY_DIR):
+        print("albertkit: this job carries no SSH key; relying on the image's", flush=True)
+    ensure_host_keys()
     start_sshd_daemon()
     if current != master:
         bootstrap_worker_node(master)  # returns once the master wrote the done-file

@@ -1,7 +1,7 @@
 """Run logging: one log-line format, TensorBoard scalars, a metrics.jsonl file, progress bars.
 
 The log-line format is a contract: SageMaker metric definitions are generated from it
-(``albertkit.sagemaker.job``) and ``albertkit report`` reads ``metrics.jsonl``::
+(``albertkit.sagemaker.plan``) and ``albertkit report`` reads ``metrics.jsonl``::
 
     albertkit step=120 loss=3.141500 mlm_accuracy=0.123400 ...
     albertkit eval step=120 mlm_accuracy=0.130000 ...

@@ -110,7 +110,7 @@ class AlbertTrainer:
 
     def to_sagemaker(self, **overrides: Any):
         """A SageMaker job for this config; ``.plan()`` builds the request, ``.fit()`` submits."""
-        from albertkit.sagemaker.job import to_sagemaker
+        from albertkit.sagemaker.submit import to_sagemaker
 
         return to_sagemaker(self.config, **overrides)
 

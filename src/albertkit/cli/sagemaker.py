@@ -1,0 +1,59 @@
+"""``albertkit launch``: submit a config as a SageMaker training job (or print its request)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from albertkit.config import ConfigError
+from albertkit.sagemaker.defaults import load_launch_config
+from albertkit.sagemaker.submit import to_sagemaker
+
+
+def add_launch_parser(
+    subparsers, env_defaults: Mapping[str, Any] | None = None
+) -> argparse.ArgumentParser:
+    """Add ``albertkit launch`` to an argparse ``subparsers`` object. ``env_defaults`` is
+    ``sagemaker_defaults_from_env(os.environ)`` (read by cli.py, not here)."""
+    p = subparsers.add_parser(
+        "launch",
+        help="run a config as a SageMaker training job",
+        description="Submit a training config as a SageMaker training job (SDK v3).",
+    )
+    p.add_argument("--config", required=True, help="YAML config with a sagemaker: section")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="dotted override, e.g. sagemaker.instance_count=2 or optimizer.learning_rate=1e-3",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the request, submit nothing")
+    p.add_argument("--no-wait", action="store_true", help="return once the job is created")
+    p.set_defaults(func=run_launch, sagemaker_env_defaults=dict(env_defaults or {}))
+    return p
+
+
+def run_launch(args: argparse.Namespace) -> int:
+    """``albertkit launch``: dry run prints ``plan()`` as JSON; otherwise submit."""
+    try:
+        cfg = load_launch_config(args.config, args.overrides, args.sagemaker_env_defaults)
+        job = to_sagemaker(cfg)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        print(json.dumps(job.plan(), indent=2))
+        return 0
+    job.fit(wait=not args.no_wait)
+    print(f"training job: {job.job_name}")
+    if args.no_wait:
+        print(f"status: {job.status()}")
+        return 0
+    status = job.status()
+    print(f"status: {status}")
+    return 0 if status == "Completed" else 1
