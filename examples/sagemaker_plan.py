@@ -26,6 +26,7 @@ import _shared
 PLACEHOLDERS = {
     "role_arn": "arn:aws:iam::123456789012:role/albertkit-sagemaker",
     "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:example",
+    "bucket": "albertkit-123456789012-us-east-1",
     "output_path": "s3://albertkit-123456789012-us-east-1/output",
     "subnets": ["subnet-0123456789abcdef0"],
     "security_group_ids": ["sg-0123456789abcdef0"],
