@@ -26,6 +26,8 @@
 #   --ca-bundle FILE  CA bundle for pip inside the build, for TLS-intercepting proxies; passed
 #                     as a build secret, never stored in the image    (default: $PIP_CERT)
 #   --jobs N          parallel compile jobs for Horovod                       (default: 2)
+#   --layers          buildah: cache one layer per instruction (default with overlay storage;
+#                     off with vfs, where each layer is a full copy of the file system)
 #   --check-only      skip the build, check an existing image
 #   -h, --help        this text
 #
@@ -44,6 +46,7 @@ MIRROR="http://deb.debian.org/debian"
 CA_BUNDLE="${PIP_CERT:-}"
 JOBS=2
 CHECK_ONLY=0
+LAYERS=""
 STORAGE="${BUILDAH_STORAGE_DRIVER:-vfs}"
 ISOLATION="${BUILDAH_ISOLATION:-chroot}"
 
@@ -59,6 +62,7 @@ while [[ $# -gt 0 ]]; do
     --mirror) MIRROR="${2:?--mirror needs a value}"; shift 2 ;;
     --ca-bundle) CA_BUNDLE="${2:?--ca-bundle needs a value}"; shift 2 ;;
     --jobs) JOBS="${2:?--jobs needs a value}"; shift 2 ;;
+    --layers) LAYERS=true; shift ;;
     --check-only) CHECK_ONLY=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -148,9 +152,15 @@ build() {
   if [[ "$ENGINE" == docker ]]; then
     DOCKER_BUILDKIT=1 docker build "${args[@]}" .
   else
-    # --layers keeps one cached layer per step: a change to src/ rebuilds only the last one;
-    # the docker format keeps the SHELL instruction (bash), which OCI images cannot record
-    "${B[@]}" bud --format docker --layers --isolation "$ISOLATION" --pull-never "${args[@]}" .
+    # --layers keeps one cached layer per step, so a change to src/ rebuilds only the last
+    # one; but with vfs storage every layer is a full copy of the file system (~9 GB each
+    # after the Python layer), so vfs builds commit only the final image unless --layers is
+    # given. The docker format keeps the SHELL instruction (bash), which OCI cannot record.
+    local layers="$LAYERS"
+    [[ -n "$layers" ]] || { [[ "$STORAGE" == vfs ]] && layers=false || layers=true; }
+    say "buildah storage $STORAGE, isolation $ISOLATION, --layers=$layers"
+    "${B[@]}" bud --format docker --layers="$layers" --isolation "$ISOLATION" --pull-never \
+      "${args[@]}" .
   fi
 }
 

@@ -225,7 +225,9 @@ def _cfg(tok_dir, tmp_path, **data):
             },
             "optimizer": {
                 "kind": "adamw",
-                "learning_rate": 1e-3,
+                # 1e-3 collapsed to one class for some seeds (0 with the index-permutation
+                # order, 2 with 0.1's shuffle buffer); 5e-4 reached accuracy 1.0 on seeds 0-5
+                "learning_rate": 5e-4,
                 "weight_decay": 0.0,
                 "schedule": {"warmup_fraction": 0.1},
             },
