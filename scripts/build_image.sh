@@ -169,9 +169,10 @@ CHECK_PY='
 import os, subprocess, sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf
+import horovod
 import horovod.tensorflow as hvd
 import mpi4py, paramiko  # noqa: F401  (the SDK MPI driver needs both)
-print("tensorflow", tf.__version__, "| horovod", hvd.__version__ if hasattr(hvd, "__version__") else "",
+print("tensorflow", tf.__version__, "| horovod", horovod.__version__,
       "| nccl_built", hvd.nccl_built(), "| mpi_built", hvd.mpi_built(), "| cuda_built", hvd.cuda_built())
 assert hvd.nccl_built(), "horovod was built without NCCL"
 assert hvd.mpi_built(), "horovod was built without MPI"

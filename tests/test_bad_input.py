@@ -725,7 +725,7 @@ def test_checkpoint_from_a_different_model_size(tmp_path, capsys, small_run):
     cfg = write_config(tmp_path, bigger)
     ckpt = run / "checkpoints" / "ckpt-00000001"
     want = (f"error: {ckpt}: checkpoint is for a different model (checkpoint vs config: "
-            "{'hidden_size': (32, 64)}); use a new run_dir or set checkpoint.resume=false")
+            "{'hidden_size': (32, 64)}); use a new run_dir for a different model")
     assert cli_error(capsys, ["pretrain", "-c", cfg]) == want
     assert cli_error(capsys, ["evaluate", "-c", cfg]) == want
     with pytest.raises(CheckpointError, match="different model"):

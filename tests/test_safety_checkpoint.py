@@ -172,6 +172,23 @@ def test_all_checkpoints_damaged_refuses_to_start_over(pristine, tmp_path):
     assert len(list((run / "checkpoints" / "damaged").iterdir())) == 3
 
 
+def test_resume_false_next_to_an_earlier_runs_checkpoints_is_refused(pristine, tmp_path):
+    """Without the refusal the fresh run's checkpoints (steps 3, 6, 9 again, keep_last=2 with
+    the old 9 newer than the new 6) would be pruned, and the old run's replaced."""
+    run = copy_run(pristine, tmp_path / "run")
+    before = {p.name: _sha256(p / "model.safetensors")
+              for p in CheckpointManager(run / "checkpoints").list()}
+    with pytest.raises(CheckpointError, match="resume=false") as err:
+        AlbertTrainer(config(run, resume=False, keep_last=2)).fit()
+    assert "ckpt-00000003 .. ckpt-00000009" in str(err.value)
+    after = {p.name: _sha256(p / "model.safetensors")
+             for p in CheckpointManager(run / "checkpoints").list()}
+    assert after == before  # nothing written, nothing pruned
+    # an empty run directory: resume=false trains as usual
+    trainer = AlbertTrainer(config(tmp_path / "fresh", resume=False)).fit()
+    assert trainer.summary["step"] == 9
+
+
 def test_non_finite_weights_are_never_restored(pristine, tmp_path):
     """Damage that matches its manifest (rewritten with it) is caught by the values."""
     run = copy_run(pristine, tmp_path / "run")

@@ -153,6 +153,8 @@ class AlbertTrainer:
             cfg.checkpoint.every_steps, cfg.runtime.max_steps)
         run = _Run(**vars(parts), distributor=distributor, checkpoints=checkpoints,
                    logger=logger)
+        if for_training and not cfg.checkpoint.resume:
+            self._refuse_foreign_checkpoints(run)
         resumed = cfg.checkpoint.resume and self._restore(run, is_chief and for_training)
         model, spec = run.model, run.spec
         if not resumed and cfg.model.load_from is not None:
@@ -190,6 +192,20 @@ class AlbertTrainer:
                 "replicas": distributor.replicas,
                 "shuffle_buffer": getattr(self.config.data, "shuffle_buffer", None)}
 
+    @staticmethod
+    def _refuse_foreign_checkpoints(run: _Run) -> None:
+        """checkpoint.resume=false next to an earlier run's checkpoints would interleave the two
+        runs' steps, and keep_last pruning (oldest step first) would then delete the new run's
+        checkpoints, or the old run's: refuse before anything is written."""
+        found = run.checkpoints.manager.list()
+        if found:
+            raise CheckpointError(
+                f"{run.checkpoints.manager.directory} holds checkpoints of an earlier run "
+                f"(steps {found[0].name} .. {found[-1].name}) and checkpoint.resume=false: "
+                "this run's checkpoints would be mixed with them and pruning would delete one "
+                "run's or the other's; use a new run_dir (model.load_from=<old run_dir> "
+                "starts from its weights) or resume")
+
     def _restore(self, run: _Run, writer: bool) -> bool:
         # only the process that writes checkpoints moves damaged ones aside
         ckpt = run.checkpoints.manager.resume_point(
@@ -203,7 +219,7 @@ class AlbertTrainer:
                     if saved_spec.get(k) != v}
             raise CheckpointError(
                 f"{ckpt.path}: checkpoint is for a different model (checkpoint vs config: "
-                f"{diff}); use a new run_dir or set checkpoint.resume=false")
+                f"{diff}); use a new run_dir for a different model")
         now = self._resume_identity(run, run.distributor)
         changed = {k: (ckpt.state[k], v) for k, v in now.items()
                    if k in ckpt.state and ckpt.state[k] != v}
