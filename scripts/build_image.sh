@@ -172,6 +172,7 @@ import tensorflow as tf
 import horovod
 import horovod.tensorflow as hvd
 import mpi4py, paramiko  # noqa: F401  (the SDK MPI driver needs both)
+import mlflow, pynvml, sagemaker_mlflow  # noqa: F401  (logging.mlflow, NVML sampling)
 print("tensorflow", tf.__version__, "| horovod", horovod.__version__,
       "| nccl_built", hvd.nccl_built(), "| mpi_built", hvd.mpi_built(), "| cuda_built", hvd.cuda_built())
 assert hvd.nccl_built(), "horovod was built without NCCL"
