@@ -187,3 +187,26 @@ def draw_threshold(path: Path, curve: dict[str, list[float]], configured: float,
     fig.suptitle("SQuAD v2.0 no-answer threshold (official EM/F1)")
     save(fig, path)
     return True
+
+
+def draw_stacked(path: Path, title: str, steps: Sequence[float],
+                 parts: Sequence[tuple[str, Sequence[float]]]) -> bool:
+    """Shares that add up to 1 at each step, stacked (the step-time breakdown)."""
+    parts = [(label, ys) for label, ys in parts if any(finite(v) and v > 0 for v in ys)]
+    if not parts or not steps:
+        return False
+    Figure = figure_class()
+    fig = Figure(figsize=(7.5, 4.2), dpi=110, layout="constrained")
+    ax = fig.add_subplot()
+    ys = [[100.0 * v if finite(v) else 0.0 for v in values] for _, values in parts]
+    ax.stackplot(list(steps), ys, labels=[label for label, _ in parts],
+                 colors=[COLORS[i % len(COLORS)] for i in range(len(parts))], alpha=0.85)
+    ax.set_title(title)
+    ax.set_xlabel("step")
+    ax.set_ylabel("share of wall time (%)")
+    ax.set_ylim(0, 100)
+    ax.set_xlim(min(steps), max(steps))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    save(fig, path)
+    return True
