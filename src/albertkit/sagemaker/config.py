@@ -56,7 +56,7 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-/]+$")
 _MLFLOW_ARN = re.compile(
-    r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:mlflow-tracking-server/[A-Za-z0-9-]+$")
+    r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:mlflow-(tracking-server|app)/[A-Za-z0-9-]+$")
 _CHANNEL = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
 _JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 _FSX_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
@@ -337,8 +337,9 @@ class SageMakerConfig(_Section):
         if not (_MLFLOW_ARN.match(v) or v.startswith(("https://", "http://"))):
             raise ValueError(
                 f"mlflow_tracking_uri={v!r} is neither a SageMaker MLflow tracking server ARN "
-                "(arn:aws:sagemaker:REGION:ACCOUNT:mlflow-tracking-server/NAME) nor an "
-                "http(s):// URL (a local path would stay inside the container)")
+                "(arn:aws:sagemaker:REGION:ACCOUNT:mlflow-tracking-server/NAME, or "
+                "mlflow-app/NAME) nor an http(s):// URL (a local path would stay inside the "
+                "container)")
         if "@" in v.split("://", 1)[-1].split("/", 1)[0]:
             raise ValueError(f"mlflow_tracking_uri holds credentials; {_SECRET_ADVICE}")
         return v
