@@ -186,19 +186,28 @@ def _mlflow_cfg(tiny_config, run: Path, uri: str, max_steps: int):
                        checkpoint={"every_steps": 5})
 
 
-def test_mlflow_local_store_gets_params_metrics_artifacts_and_resume(tmp_path, tiny_config):
+@pytest.mark.parametrize("store_kind", ["directory", "file-store"])
+def test_mlflow_local_store_gets_params_metrics_artifacts_and_resume(tmp_path, tiny_config,
+                                                                     monkeypatch, store_kind):
+    """``directory``: a plain path (an SQLite database and the artifacts inside it);
+    ``file-store``: MLflow's file store (``file:`` URI), which MLflow 3 opens only with
+    MLFLOW_ALLOW_FILE_STORE=true."""
     from mlflow.tracking import MlflowClient
 
-    store = tmp_path / "mlruns"  # a local directory: an SQLite database and the artifacts
+    store = tmp_path / "mlruns"
+    if store_kind == "directory":
+        given, uri = str(store), f"sqlite:///{store / 'mlflow.db'}"
+    else:
+        monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+        given = uri = store.as_uri()
     run = tmp_path / "run"
-    AlbertTrainer(_mlflow_cfg(tiny_config, run, str(store), 10)).fit(until_step=5)
+    AlbertTrainer(_mlflow_cfg(tiny_config, run, given, 10)).fit(until_step=5)
     first = json.loads((run / "mlflow_run.json").read_text())
-    uri = f"sqlite:///{store / 'mlflow.db'}"
     assert first["tracking_uri"] == uri
     client = MlflowClient(tracking_uri=uri)
     assert client.get_run(first["run_id"]).info.status == "KILLED"  # interrupted at step 5
 
-    trainer = AlbertTrainer(_mlflow_cfg(tiny_config, run, str(store), 10)).fit()  # resumes
+    trainer = AlbertTrainer(_mlflow_cfg(tiny_config, run, given, 10)).fit()  # resumes
     assert json.loads((run / "mlflow_run.json").read_text())["run_id"] == first["run_id"]
     exp = client.get_experiment_by_name("albertkit-tests")
     runs = client.search_runs([exp.experiment_id])
@@ -220,7 +229,8 @@ def test_mlflow_local_store_gets_params_metrics_artifacts_and_resume(tmp_path, t
     trainer.export(tmp_path / "exported")
     exported = {a.path for a in client.list_artifacts(first["run_id"], "export")}
     assert "export/model.safetensors" in exported and "export/config.json" in exported
-    assert (store / "artifacts").is_dir()  # artifacts next to the database, not in the cwd
+    if store_kind == "directory":  # artifacts next to the database, not in the cwd
+        assert (store / "artifacts").is_dir()
 
 
 def test_unreachable_tracking_server_only_warns(tmp_path, tiny_config, monkeypatch, caplog):

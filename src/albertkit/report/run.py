@@ -215,7 +215,7 @@ def write_run_report(run_dir: str | Path, out_dir: str | Path | None = None,
                                                      if k.endswith(("_cpu_util", "_gpu_util")))))
         chart("utilisation", "Utilisation per rank",
               draw_lines(out / "utilisation.png", "Utilisation per rank (window mean)", "step",
-                         "utilisation (0-1)", util, y_from_zero=True),
+                         "utilisation (0-1)", util, y_from_zero=True, legend=True),
               "no utilisation logged")
 
     # ---- fine-tuning scores
@@ -247,7 +247,8 @@ def write_run_report(run_dir: str | Path, out_dir: str | Path | None = None,
 
 TIME_PARTS = (("input_share", "waiting for input"), ("compute_share", "compute"),
               ("apply_share", "reduce + apply"), ("checkpoint_share", "checkpoints"),
-              ("eval_share", "evaluation"), ("other_share", "other"))
+              ("eval_share", "evaluation"), ("other_share", "other"),
+              ("step_share", "step, not yet divided"))
 
 
 def _aligned(series: tuple[list[int], list[float]], steps: list[int]) -> list[float]:

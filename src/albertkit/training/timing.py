@@ -128,6 +128,8 @@ class StepClock:
         for k, v in parts.items():
             out[f"{k}_share"] = v / wall
         out["other_share"] = other / wall
+        if undivided:  # before the first timed split: the step as a whole
+            out["step_share"] = undivided / wall
         cpu = (time.process_time() - self.cpu_started) / wall / (os.cpu_count() or 1)
         mine = {"input_share": out["input_share"], "cpu_util": cpu}
         if self.nvml is not None:
@@ -244,7 +246,8 @@ def breakdown_sentence(shares: dict[str, float]) -> str:
     """One sentence naming where most of the time went, from a window's ``*_share`` values."""
     named = {"input": "waiting for input data", "compute": "compute (forward and backward)",
              "apply": "gradient reduction and the optimizer update (communication)",
-             "checkpoint": "writing checkpoints", "eval": "evaluation", "other": "other work"}
+             "checkpoint": "writing checkpoints", "eval": "evaluation", "other": "other work",
+             "step": "the training step (compute and update, not yet told apart)"}
     top = max(named, key=lambda k: shares.get(f"{k}_share", 0.0))
     return (f"Most of the step time went to {named[top]} "
             f"({100 * shares.get(f'{top}_share', 0.0):.0f}%).")
