@@ -93,29 +93,30 @@ def test_split_step_equals_the_fused_step(tiny_config):
 def test_breakdown_adds_up_to_the_measured_step_time(tmp_path, tiny_config):
     """A model whose step takes tens of milliseconds, so dispatch costs do not dominate:
     the two timed halves of a split step match a fused step, and input + compute + apply
-    cover the window's wall time (less checkpoints and eval), each within 5 %."""
+    cover the window's wall time (less checkpoints and eval), each within 5 % (medians
+    over the windows after compilation and tracing)."""
     run = tmp_path / "run"
     cfg = tiny_config(
         run,
-        model={"hidden_size": 128, "num_attention_heads": 4, "intermediate_size": 512,
+        model={"hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,
                "num_hidden_layers": 4, "max_position_embeddings": 128},
         data={"kind": "synthetic", "seq_length": 128, "max_predictions_per_seq": 20},
-        runtime={"micro_batch_size": 8, "global_batch_size": 8, "max_steps": 60,
+        runtime={"micro_batch_size": 8, "global_batch_size": 8, "max_steps": 80,
                  "xla": True, "eval_every_steps": 0, "eval_steps": 2},
         logging={"progress_bar": False, "log_every_steps": 10, "tensorboard": False},
         checkpoint={"every_steps": 1000})
     AlbertTrainer(cfg).fit()
     records = _time_records(run)
-    assert [r["step"] for r in records] == [10, 20, 30, 40, 50, 60]
+    assert [r["step"] for r in records] == [10, 20, 30, 40, 50, 60, 70, 80]
     split = [r for r in records if "split_compute_s" in r]
-    assert len(split) >= 3  # windows 3.. (window 2's split traces the halves)
-    ratio = statistics.median((r["split_compute_s"] + r["split_apply_s"]) / r["fused_step_s"]
-                              for r in split)
-    assert 0.95 <= ratio <= 1.05, f"timed halves / fused step = {ratio:.3f}"
+    assert len(split) == 6  # windows 3..8 (window 2's split traces the halves)
+    ratios = [(r["split_compute_s"] + r["split_apply_s"]) / r["fused_step_s"] for r in split]
+    assert 0.95 <= statistics.median(ratios) <= 1.05, f"timed halves / fused step: {ratios}"
+    # medians over windows 3..8: one window can catch a pause of the machine
+    covered = [(r["input_s"] + r["compute_s"] + r["apply_s"])
+               / (r["wall_s"] - r["checkpoint_s"] - r["eval_s"]) for r in records[2:]]
+    assert 0.95 <= statistics.median(covered) <= 1.0 + 1e-9, f"measured / wall: {covered}"
     for r in records[2:]:
-        measured = r["input_s"] + r["compute_s"] + r["apply_s"]
-        wall = r["wall_s"] - r["checkpoint_s"] - r["eval_s"]
-        assert abs(measured - wall) <= 0.05 * wall, r
         shares = sum(r[f"{k}_share"] for k in ("input", "compute", "apply", "checkpoint",
                                               "eval", "other"))
         assert shares == pytest.approx(1.0, abs=1e-6)
