@@ -337,6 +337,15 @@ def test_trainer_two_processes_equal_single_process(backend, single_run, tmp_pat
                 continue
             assert summary[section][k] == pytest.approx(v, rel=1e-4, abs=1e-5), (section, k)
 
+    # the time breakdown holds every rank's figures, gathered to the chief each window
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    times = [r for r in records if r["kind"] == "time"]
+    assert [r["step"] for r in times] == [1, 2, 3]
+    for r in times:
+        assert 0 < r["rank0_cpu_util"] <= 1 and 0 < r["rank1_cpu_util"] <= 1, r
+        assert 0 <= r["rank1_input_share"] <= 1, r
+    assert "compute_s" in times[-1] and times[-1]["compute_s"] > 0  # from the split at step 3
+
     # one log stream: only rank 0 prints the metric lines (3 steps + the final eval)
     lines = [ln for ln in log.splitlines() if "albertkit step=" in ln or "albertkit eval" in ln]
     assert len(lines) == 4, lines

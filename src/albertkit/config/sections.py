@@ -471,6 +471,31 @@ OptimizerConfig = Annotated[LambConfig | AdamWConfig, Field(discriminator="kind"
 
 
 # --------------------------------------------------------------------------- runtime
+class ProfileConfig(_Section):
+    """Which steps a TensorFlow profiler trace covers (``runtime.profile``).
+
+    The trace goes to ``run_dir/tensorboard/plugins/profile/<time>/<host>.xplane.pb``: the
+    Profile tab of TensorBoard (with ``tensorboard-plugin-profile``) shows it.
+
+    Example:
+        >>> ProfileConfig(start_step=20, num_steps=3).steps()
+        range(20, 23)
+    """
+
+    start_step: int = Field(
+        ..., gt=0,
+        description="First optimizer step traced (steps count from 1, as in the log lines; "
+        "leave the first steps, which compile, out).",
+    )
+    num_steps: int = Field(3, gt=0, description="Steps traced from start_step on.")
+    ranks: list[Annotated[int, Field(ge=0)]] = Field(
+        [0], min_length=1, description="Ranks that write a trace (each its own host's)."
+    )
+
+    def steps(self) -> range:
+        return range(self.start_step, self.start_step + self.num_steps)
+
+
 class RuntimeConfig(_Section):
     """How the step runs: precision, XLA, batch sizes, steps and the seed.
 
@@ -523,6 +548,11 @@ class RuntimeConfig(_Section):
     )
     max_nonfinite_steps: int = Field(
         100, gt=0, description="Stop with an error after this many consecutive non-finite steps."
+    )
+    profile: ProfileConfig | None = Field(
+        None,
+        description="Trace these steps with TensorFlow's profiler into run_dir/tensorboard "
+        "(null = no trace, no cost).",
     )
 
     def accumulation_steps(self, replicas: int = 1) -> int:
@@ -581,6 +611,40 @@ class CheckpointConfig(_Section):
     )
 
 
+class MlflowConfig(_Section):
+    """Where ``logging.mlflow`` sends the run: parameters, metrics, summary and export.
+
+    Example:
+        >>> MlflowConfig(tracking_uri="file:///tmp/mlruns").experiment
+        'albertkit'
+    """
+
+    tracking_uri: str | None = Field(
+        None,
+        description="A local directory (an SQLite database and the artifacts go there), "
+        "any MLflow URI (sqlite:, http(s)://server, ...) or a SageMaker managed MLflow tracking "
+        "server ARN (with sagemaker-mlflow); null = MLFLOW_TRACKING_URI from the environment, "
+        "else run_dir/mlruns.",
+    )
+    experiment: str = Field("albertkit", min_length=1, description="MLflow experiment name.")
+    run_name: str | None = Field(None, description="MLflow run name (default: run_dir's name).")
+    log_export: StrictBool = Field(
+        True, description="Upload exports made with AlbertTrainer.export as artifacts."
+    )
+
+    @model_validator(mode="after")
+    def _no_credentials_in_uri(self) -> MlflowConfig:
+        from urllib.parse import urlsplit
+
+        uri = self.tracking_uri or ""
+        if "://" in uri and urlsplit(uri).password:
+            raise ValueError(
+                "logging.mlflow.tracking_uri holds a password: it would be written to "
+                "run_dir/config.yaml; set MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD "
+                "in the environment instead")
+        return self
+
+
 class LoggingConfig(_Section):
     """Training-metric cadence, progress bar and TensorBoard (``metrics.jsonl`` is always written)."""
 
@@ -592,4 +656,19 @@ class LoggingConfig(_Section):
     )
     tensorboard: StrictBool = Field(
         True, description="Write TensorBoard event files to run_dir/tensorboard."
+    )
+    breakdown: StrictBool = Field(
+        True,
+        description="Log where each window's time went (input wait, compute, reduce/apply, "
+        "checkpoint, eval, other) and per-rank utilisation; one step per window runs as its "
+        "two halves, each timed.",
+    )
+    input_bound_share: float = Field(
+        0.2, gt=0.0, lt=1.0,
+        description="Warn that the run is input-bound when waiting for input takes more than "
+        "this share of a logging window.",
+    )
+    mlflow: MlflowConfig | None = Field(
+        None,
+        description="Track the run in MLflow (needs albertkit[mlflow]); null = no tracking.",
     )

@@ -187,3 +187,33 @@ def draw_threshold(path: Path, curve: dict[str, list[float]], configured: float,
     fig.suptitle("SQuAD v2.0 no-answer threshold (official EM/F1)")
     save(fig, path)
     return True
+
+
+def draw_stacked(path: Path, title: str, steps: Sequence[float],
+                 parts: Sequence[tuple[str, Sequence[float]]]) -> bool:
+    """Shares that add up to 1 in each logging window, as stacked bars: the bar of the window
+    ending at step s spans the steps since the previous window (the step-time breakdown)."""
+    parts = [(label, ys) for label, ys in parts if any(finite(v) and v > 0 for v in ys)]
+    if not parts or not steps:
+        return False
+    Figure = figure_class()
+    fig = Figure(figsize=(7.5, 4.2), dpi=110, layout="constrained")
+    ax = fig.add_subplot()
+    xs = list(steps)
+    widths = [b - a for a, b in zip([0.0, *xs[:-1]], xs, strict=True)]
+    bottom = [0.0] * len(xs)
+    for i, (label, values) in enumerate(parts):
+        heights = [100.0 * v if finite(v) else 0.0 for v in values]
+        ax.bar([x - w for x, w in zip(xs, widths, strict=True)], heights, width=widths,
+               bottom=bottom, align="edge", label=label, color=COLORS[i % len(COLORS)],
+               linewidth=0)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.set_title(title)
+    ax.set_xlabel("step")
+    ax.set_ylabel("share of wall time (%)")
+    ax.set_ylim(0, 100)
+    ax.set_xlim(0, max(xs))
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    save(fig, path)
+    return True

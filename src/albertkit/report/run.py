@@ -35,9 +35,10 @@ from albertkit.config import TASK_OF_KIND
 from albertkit.fileio import atomic_write_text
 from albertkit.report.charts import (
     COLORS,
-        Series,
+    Series,
     draw_grad_norm,
     draw_lines,
+    draw_stacked,
     draw_threshold,
     finite,
 )
@@ -199,6 +200,24 @@ def write_run_report(run_dir: str | Path, out_dir: str | Path | None = None,
                                _series(data, "train", "loss_scale", "loss scale"))
         chart("grad_norm", "Gradient norm", drawn)
 
+    # ---- where the time went (logging.breakdown) and utilisation per rank
+    timing = data.get("time", {})
+    shares = [(k, label) for k, label in TIME_PARTS if k in timing]
+    if shares:
+        steps = timing[shares[0][0]][0]
+        chart("time_breakdown", "Where the time went",
+              draw_stacked(out / "time_breakdown.png", "Where the step time went (per logging "
+                           "window)", steps,
+                           [(label, _aligned(timing[k], steps)) for k, label in shares]),
+              "no time breakdown logged")
+        util = _present(_series(data, "time", k, _util_label(k), "train", COLORS[i % 10])
+                        for i, k in enumerate(sorted(k for k in timing
+                                                     if k.endswith(("_cpu_util", "_gpu_util")))))
+        chart("utilisation", "Utilisation per rank",
+              draw_lines(out / "utilisation.png", "Utilisation per rank (window mean)", "step",
+                         "utilisation (0-1)", util, y_from_zero=True, legend=True),
+              "no utilisation logged")
+
     # ---- fine-tuning scores
     if task == "squad" or "exact" in data.get("eval", {}) or "exact_match" in data.get("eval", {}):
         keys = [("exact", "EM"), ("exact_match", "EM"), ("f1", "F1"), ("best_exact", "best EM"),
@@ -224,6 +243,43 @@ def write_run_report(run_dir: str | Path, out_dir: str | Path | None = None,
     atomic_write_text(report.markdown,
                       _run_markdown(run_dir, task, summary, data, config, charts, report.notes))
     return report
+
+
+TIME_PARTS = (("input_share", "waiting for input"), ("compute_share", "compute"),
+              ("apply_share", "reduce + apply"), ("checkpoint_share", "checkpoints"),
+              ("eval_share", "evaluation"), ("other_share", "other"),
+              ("step_share", "step, not yet divided"))
+
+
+def _aligned(series: tuple[list[int], list[float]], steps: list[int]) -> list[float]:
+    by_step = dict(zip(series[0], series[1], strict=True))
+    return [by_step.get(x, 0.0) for x in steps]
+
+
+def _util_label(key: str) -> str:
+    rank, _, what = key.partition("_")
+    return f"{rank} {what.replace('_util', '').upper()}"
+
+
+def bottleneck(summary: dict[str, Any] | None,
+               data: dict[str, dict[str, tuple[list[int], list[float]]]]) -> str | None:
+    """One sentence: where most of the run's time went, over all logged windows."""
+    from albertkit.training.timing import breakdown_sentence
+
+    timing = data.get("time", {})
+    if not any(k in timing for k, _ in TIME_PARTS):
+        return None
+    # weight each window by its wall time per step (windows have equal step counts)
+    walls = dict(zip(*timing["wall_s"], strict=True)) if "wall_s" in timing else {}
+    totals: dict[str, float] = {}
+    for k, _ in TIME_PARTS:
+        if k in timing:
+            totals[k] = sum(v * walls.get(x, 1.0) for x, v in zip(*timing[k], strict=True))
+    whole = sum(totals.values()) or 1.0
+    sentence = breakdown_sentence({k: v / whole for k, v in totals.items()})
+    if (summary or {}).get("time", {}).get("input_bound"):
+        sentence += " The run was input-bound in at least one window."
+    return sentence
 
 
 def _task_of(config: dict[str, Any]) -> str | None:
@@ -362,6 +418,9 @@ def _run_markdown(run_dir: Path, task: str | None, summary: dict[str, Any] | Non
     if "skipped_steps" in s:
         rows.append(("skipped steps (non-finite)", str(s["skipped_steps"])))
     lines += [f"| {k} | {v} |" for k, v in rows] + [""]
+    sentence = bottleneck(summary, data)
+    if sentence:
+        lines += ["## Bottleneck", "", sentence, ""]
 
     train = s.get("train") if isinstance(s.get("train"), dict) and s.get("train") else \
         _last(data.get("train", {}))

@@ -55,6 +55,8 @@ BUCKET_PLACEHOLDER = "{bucket}"  # stands for SageMakerConfig.bucket in any othe
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-/]+$")
+_MLFLOW_ARN = re.compile(
+    r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:mlflow-(tracking-server|app)/[A-Za-z0-9-]+$")
 _CHANNEL = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
 _JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 _FSX_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
@@ -263,6 +265,9 @@ class SageMakerConfig(_Section):
     checkpoint_s3_uri: str | None = None
     checkpoint_local_path: str = "/opt/ml/checkpoints"
     tensorboard_s3_uri: str | None = None
+    # run tracking: where the job's logging.mlflow sends the run (a SageMaker managed MLflow
+    # tracking server ARN, or an http(s) server the job's network reaches)
+    mlflow_tracking_uri: str | None = None
     # job metadata
     tags: dict[str, str] = {}
     environment: dict[str, str] = {}
@@ -323,6 +328,21 @@ class SageMakerConfig(_Section):
     @classmethod
     def _s3(cls, v: str | None, info) -> str | None:
         return _check_s3(info.field_name, v)
+
+    @field_validator("mlflow_tracking_uri")
+    @classmethod
+    def _mlflow_uri(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not (_MLFLOW_ARN.match(v) or v.startswith(("https://", "http://"))):
+            raise ValueError(
+                f"mlflow_tracking_uri={v!r} is neither a SageMaker MLflow tracking server ARN "
+                "(arn:aws:sagemaker:REGION:ACCOUNT:mlflow-tracking-server/NAME, or "
+                "mlflow-app/NAME) nor an http(s):// URL (a local path would stay inside the "
+                "container)")
+        if "@" in v.split("://", 1)[-1].split("/", 1)[0]:
+            raise ValueError(f"mlflow_tracking_uri holds credentials; {_SECRET_ADVICE}")
+        return v
 
     @field_validator("base_job_name")
     @classmethod

@@ -230,6 +230,10 @@ def transported_config(trainer_config: TrainerConfig, sm: SageMakerConfig) -> Tr
     """The config that travels as JSON: this SageMaker section, its distribution backend."""
     raw = trainer_config.to_dict()
     raw["sagemaker"] = sm.model_dump(mode="json", exclude_none=True)
+    if sm.mlflow_tracking_uri:  # the job tracks the run there (logging.mlflow's other fields kept)
+        logging_section = raw.setdefault("logging", {})
+        logging_section["mlflow"] = {**(logging_section.get("mlflow") or {}),
+                                     "tracking_uri": sm.mlflow_tracking_uri}
     raw.setdefault("distributed", {})["backend"] = sm.backend
     return TrainerConfig.from_dict(raw, source="sagemaker job config")
 

@@ -12,7 +12,11 @@ training with an error. Each one owns one concern and its own cadence:
 * :class:`EvalAndBest`: evaluates every ``eval_every_steps`` and keeps the best checkpoint;
 * :class:`Checkpointing`: periodic checkpoints (and every other save, with the resume state);
 * :class:`StopSignal`: a signal (SIGTERM/SIGINT), agreed by all ranks, or ``until_step``;
+* :class:`ProfileWindow`: a TensorFlow profiler trace of ``runtime.profile``'s steps;
 * :class:`Summary`: what a run writes to ``summary.json`` when it ends.
+
+The loop's :class:`~albertkit.training.timing.StepClock` times each hook; a hook's
+``time_part`` (``checkpoint``, ``eval``) says what its time counts as.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from albertkit.errors import TrainingError
 from albertkit.fileio import atomic_write_text
 from albertkit.training.checkpoint import CheckpointManager
 from albertkit.training.run_logger import RunLogger
+from albertkit.training.timing import StepClock
 
 log = logging.getLogger("albertkit")
 
@@ -51,13 +56,16 @@ class MetricWindow:
     """
 
     def __init__(self, task: Any, step_fn: Any, optimizer: Any, logger: RunLogger, bar: Any,
-                 log_every: int, max_steps: int, sequences_per_step: int, echo: bool) -> None:
+                 log_every: int, max_steps: int, sequences_per_step: int, echo: bool,
+                 clock: StepClock | None = None) -> None:
         self.task, self.step_fn, self.optimizer = task, step_fn, optimizer
         self.logger, self.bar = logger, bar
         self.log_every, self.max_steps = log_every, max_steps
         self.sequences_per_step = sequences_per_step
         self.echo = echo
+        self.clock = clock  # the time breakdown, logged as kind "time" with each window
         self.last: dict[str, float] = {}  # the latest logged train metrics
+        self.last_time: dict[str, float] = {}  # the latest logged breakdown
         self._reset()
 
     def _reset(self) -> None:
@@ -76,6 +84,9 @@ class MetricWindow:
             self.bar.set_postfix({k: f"{self.last[k]:.4g}" for k in
                                   self.task.log_keys.progress_bar if k in self.last},
                                  refresh=False)
+            if self.clock is not None:  # a collective with several ranks: every rank calls it
+                self.last_time = self.clock.window()
+                self.logger.scalars(step, self.last_time, kind="time", echo=False)
             self._reset()
 
     def metrics(self) -> dict[str, float]:
@@ -133,6 +144,8 @@ class Checkpointing:
     writes.
     """
 
+    time_part = "checkpoint"  # what StepClock counts this hook's time as
+
     def __init__(self, manager: CheckpointManager, distributor: Any, groups: dict[str, list],
                  accum: int, identity: dict[str, Any], every: int, max_steps: int) -> None:
         self.manager, self.distributor, self.groups = manager, distributor, groups
@@ -167,6 +180,8 @@ class Checkpointing:
 class EvalAndBest:
     """Evaluates every ``every`` steps (not at the last one: the run's end does) and saves a
     "best" checkpoint when the task's best metric improves (``keep_best``)."""
+
+    time_part = "eval"  # (a best checkpoint written here counts as eval time)
 
     def __init__(self, evaluate: Callable[[int], dict[str, float]], best_metric: tuple[str, bool],
                  checkpointing: Checkpointing, every: int, max_steps: int,
@@ -253,6 +268,50 @@ def stop_on_signals(event: threading.Event) -> Iterator[None]:
             signal.signal(sig, h)
 
 
+class ProfileWindow:
+    """Traces steps ``profile.start_step ..`` with TensorFlow's profiler on the ranks asked.
+
+    The trace starts after the step before the first traced one (or before the loop, see
+    :meth:`begin`) and stops after the last traced step, so it covers exactly those steps;
+    it is written under ``logdir`` (``run_dir/tensorboard``) as TensorBoard's profile plugin
+    expects (``plugins/profile/<time>/<host>.xplane.pb``).
+    """
+
+    def __init__(self, profile: Any, rank: int, logdir: Path) -> None:
+        self.steps = profile.steps() if profile is not None and rank in profile.ranks else None
+        self.logdir = Path(logdir)
+        self.active = False
+
+    def begin(self, next_step: int) -> None:
+        """Start tracing if ``next_step`` is the first traced step (or inside the window,
+        for a run resumed there)."""
+        if self.steps is None or self.active or next_step not in self.steps:
+            return
+        import tensorflow as tf
+
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        tf.profiler.experimental.start(str(self.logdir))
+        self.active = True
+        log.info("profiling steps %d..%d into %s", next_step, self.steps[-1], self.logdir)
+
+    def __call__(self, step: int, out: dict[str, float]) -> None:
+        if self.active and step >= self.steps[-1]:
+            self.close()
+        elif not self.active and self.steps is not None:
+            self.begin(step + 1)
+
+    def close(self) -> None:
+        """Stop and write the trace (also when the loop ends inside the window)."""
+        if not self.active:
+            return
+        import tensorflow as tf
+
+        tf.profiler.experimental.stop()
+        self.active = False
+        log.info("profile trace written under %s (TensorBoard: Profile tab)",
+                 self.logdir / "plugins" / "profile")
+
+
 class Summary:
     """The record of a finished (or interrupted) run; the chief writes ``summary.json``."""
 
@@ -266,7 +325,8 @@ class Summary:
     def __call__(self, step: int, stopped_by: str | None, wall_seconds: float,
                  train: dict[str, float], evaluation: dict[str, float],
                  best: dict[str, Any] | None, skipped_steps: int,
-                 last_checkpoint: str | None) -> dict[str, Any]:
+                 last_checkpoint: str | None,
+                 time_breakdown: dict[str, Any] | None = None) -> dict[str, Any]:
         summary = {
             "task": self.task,
             "status": "interrupted" if stopped_by else "completed",
@@ -286,6 +346,8 @@ class Summary:
             "parameters": self.parameters,
             "last_checkpoint": last_checkpoint,
         }
+        if time_breakdown:
+            summary["time"] = time_breakdown
         if self.chief:
             atomic_write_text(self.path, json.dumps(summary, indent=2))
             log.info("summary written to %s", self.path)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from albertkit.training.hooks import Hook
+from albertkit.training.timing import StepClock
 
 
 @dataclass(frozen=True)
@@ -26,16 +27,22 @@ class LoopResult:
 
 
 def train_loop(step_fn: Callable[[Any], dict[str, Any]], batches: Iterator[Any],
-               start_step: int, max_steps: int, hooks: Sequence[Hook]) -> LoopResult:
+               start_step: int, max_steps: int, hooks: Sequence[Hook],
+               clock: StepClock | None = None) -> LoopResult:
     """Run optimizer steps ``start_step + 1 .. max_steps``; after each one call every hook in
     order with ``(step, outputs as floats)``. The first hook that returns a reason ends the
-    loop after that step; an exception from a hook ends it at once."""
+    loop after that step; an exception from a hook ends it at once. ``clock`` times the
+    input wait, the step and the hooks (:mod:`albertkit.training.timing`)."""
+    clock = clock or StepClock()
     step, started = start_step, time.perf_counter()
     while step < max_steps:
-        out = {k: float(v) for k, v in step_fn(next(batches)).items()}
+        with clock.input():
+            batch = next(batches)
+        out = clock.step(step + 1, step_fn, batch)
         step += 1
         for hook in hooks:
-            reason = hook(step, out)
+            with clock.hook(hook):
+                reason = hook(step, out)
             if reason is not None:
                 return LoopResult(step, reason, time.perf_counter() - started)
     return LoopResult(step, None, time.perf_counter() - started)

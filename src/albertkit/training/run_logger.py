@@ -63,6 +63,9 @@ class RunLogger:
         self._writers: dict[str, Any] = {}
         self._tensorboard = tensorboard and enabled
         self._jsonl = None
+        # more destinations for every record (e.g. the MLflow tracker): ``sink.scalars(step,
+        # metrics, kind)``; each must return at once
+        self.sinks: list[Any] = []
         if enabled:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._jsonl = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
@@ -91,6 +94,8 @@ class RunLogger:
             with self._writer(kind).as_default(step=step):
                 for k, v in metrics.items():
                     tf.summary.scalar(k, v)
+        for sink in self.sinks:
+            sink.scalars(step, metrics, kind)
 
     def close(self) -> None:
         for w in self._writers.values():

@@ -89,6 +89,7 @@ class TrainStep:
             self._predict = tf.function(self._forward, jit_compile=runtime.xla,
                                         reduce_retracing=True)
         self._train = self._replica_step if runtime.eager else tf.function(self._replica_step)
+        self._halves = None  # (compute, apply) for split(), made at its first call
 
     @property
     def state_variables(self) -> list:
@@ -181,6 +182,33 @@ class TrainStep:
         """Run one optimizer step; returns summed stats plus grad_norm/loss_scale/finite."""
         return self.distributor.local_value(self.distributor.run(self._train, batch))
 
+    def split(self, batch: Batch) -> tuple[dict[str, tf.Tensor], dict[str, float]]:
+        """One optimizer step run as its two halves, each timed to its end: the same
+        computation as :meth:`__call__` (same ops, same order), for the step-time breakdown.
+
+        Returns the step's outputs and ``{"compute": s, "apply": s}``: ``compute`` is the
+        compiled forward/backward over the accumulated micro-batches, ``apply`` the
+        cross-replica reduction (the communication), clipping and the optimizer update. The
+        first call builds the two functions (``compute`` reuses the step's compiled one).
+        """
+        import time
+
+        dist = self.distributor
+        if self._halves is None:
+            if self._train is self._replica_step:  # eager
+                self._halves = (self._compute, self._apply)
+            else:
+                self._halves = (tf.function(lambda b, s: self._compute(b, s)),
+                                tf.function(self._apply))
+        compute, apply = self._halves
+        started = time.perf_counter()
+        grads, stats = dist.run(compute, batch, tf.convert_to_tensor(self.loss_scale))
+        _wait(dist.local_value(stats))
+        computed = time.perf_counter()
+        out = dist.local_value(dist.run(apply, grads, stats))
+        _wait(out)
+        return out, {"compute": computed - started, "apply": time.perf_counter() - computed}
+
     def eval_stats(self, batch: Batch) -> Stats:
         _, stats = self.task.loss_and_stats(self.model, batch, training=False)
         return stats
@@ -199,6 +227,13 @@ class TrainStep:
             return self.distributor.reduce_sum(self._eval(b))
 
         return self.distributor.local_value(self.distributor.run(replica, batch))
+
+
+def _wait(values: dict[str, tf.Tensor]) -> None:
+    """Block until the step that produced ``values`` has finished (reading one value back
+    waits for its kernel, and the halves end with these outputs)."""
+    for v in values.values():
+        v.numpy()
 
 
 def _run_if(pred: tf.Tensor, fn, *args) -> tf.Tensor:

@@ -39,12 +39,15 @@ from albertkit.training.hooks import (
     EvalAndBest,
     MetricWindow,
     NonFiniteGuard,
+    ProfileWindow,
     StopSignal,
     Summary,
     stop_on_signals,
 )
 from albertkit.training.loop import train_loop
 from albertkit.training.run_logger import RunLogger
+from albertkit.training.timing import StepClock
+from albertkit.training.tracking import MlflowTracker
 
 log = logging.getLogger("albertkit")
 
@@ -120,8 +123,11 @@ class AlbertTrainer:
         ``overwrite`` replaces a previous export in ``out_dir`` (never anything else).
         """
         from albertkit.training.export import export_run
+        from albertkit.training.tracking import log_export
 
-        return export_run(self.run_dir, Path(out_dir), format=format, overwrite=overwrite)
+        out = export_run(self.run_dir, Path(out_dir), format=format, overwrite=overwrite)
+        log_export(self.run_dir, out, self.config)
+        return out
 
     # ================================================================== building
     def _build(self, for_training: bool) -> _Run:
@@ -237,8 +243,6 @@ class AlbertTrainer:
 
     # ================================================================== training
     def _train(self, run: _Run, until_step: int | None = None) -> dict[str, Any]:
-        from tqdm.auto import tqdm
-
         cfg = self.config
         total = cfg.runtime.max_steps
         done = self.run_dir / "summary.json"
@@ -246,6 +250,25 @@ class AlbertTrainer:
             log.info("run already complete at step %d (runtime.max_steps=%d): nothing to do; "
                      "raise runtime.max_steps to train further", run.start_step, total)
             return json.loads(done.read_text())
+        tracker = MlflowTracker.start(cfg, self.run_dir) if run.distributor.is_chief else None
+        if tracker is not None:
+            run.logger.sinks.append(tracker)
+        try:
+            summary = self._train_tracked(run, until_step)
+        except BaseException:
+            if tracker is not None:
+                tracker.finish("failed", [self.run_dir / "config.yaml"])
+            raise
+        if tracker is not None:
+            tracker.finish(summary["status"],
+                           [self.run_dir / "summary.json", self.run_dir / "config.yaml"])
+        return summary
+
+    def _train_tracked(self, run: _Run, until_step: int | None) -> dict[str, Any]:
+        from tqdm.auto import tqdm
+
+        cfg = self.config
+        total = cfg.runtime.max_steps
         data = run.task.datasets(cfg, run.distributor)
         self._snapshot_tokenizer(run, data)
         batches = iter(data.train(skip_micro_batches=run.start_step * run.accum,
@@ -257,10 +280,17 @@ class AlbertTrainer:
                             total, cfg.checkpoint.keep_best)
         with tqdm(total=total, initial=run.start_step, unit="step", dynamic_ncols=True,
                   disable=not (chief and cfg.logging.progress_bar), desc=cfg.task) as bar:
+            breakdown = cfg.logging.breakdown
+            clock = StepClock(cfg.logging.log_every_steps if breakdown else 0,
+                              cfg.logging.input_bound_share, run.distributor, gpu=breakdown)
             window = MetricWindow(run.task, run.step, run.optimizer, run.logger, bar,
                                   cfg.logging.log_every_steps, total,
                                   cfg.runtime.global_batch_size,
-                                  echo=not cfg.logging.progress_bar)
+                                  echo=not cfg.logging.progress_bar,
+                                  clock=clock if breakdown else None)
+            rank = run.distributor.rank
+            profiler = ProfileWindow(cfg.runtime.profile, rank, self.run_dir / "tensorboard"
+                                     / ("" if rank == 0 else f"rank{rank}"))
             hooks = [
                 window,
                 NonFiniteGuard(run.step, cfg.runtime.max_nonfinite_steps, window,
@@ -269,17 +299,25 @@ class AlbertTrainer:
                 run.checkpoints,
                 StopSignal(self._stop, run.distributor, cfg.logging.log_every_steps,
                            until_step),
+                profiler,
             ]
-            result = train_loop(run.step, batches, run.start_step, total, hooks)
+            profiler.begin(run.start_step + 1)
+            try:
+                result = train_loop(run.step, batches, run.start_step, total, hooks, clock)
+            finally:
+                profiler.close()
+                clock.close()
         if result.stopped_by is None and data.has_eval:
             evals.run(result.step)
         run.checkpoints.save(result.step, "interrupted" if result.stopped_by else "final")
-        summary = Summary(done, cfg.task, total, run.start_step, cfg.runtime.global_batch_size,
-                          run.accum, run.distributor.replicas, int(run.model.count_params()),
-                          chief)
+        summary = Summary(self.run_dir / "summary.json", cfg.task, total, run.start_step,
+                          cfg.runtime.global_batch_size, run.accum, run.distributor.replicas,
+                          int(run.model.count_params()), chief)
+        timing = ({**window.last_time, "input_bound": clock.ever_input_bound}
+                  if window.last_time else None)
         return summary(result.step, result.stopped_by, result.wall_seconds, window.last,
                        evals.last, run.checkpoints.best, int(run.step.skipped_steps.numpy()),
-                       run.checkpoints.last_path)
+                       run.checkpoints.last_path, timing)
 
     def _snapshot_tokenizer(self, run: _Run, data: TaskData) -> None:
         """Copy the run's tokenizer into ``run_dir/tokenizer`` so the run is self-contained."""
