@@ -352,3 +352,29 @@ def test_trainer_two_processes_equal_single_process(backend, single_run, tmp_pat
     assert all(ln.replace("[hvd] ", "").startswith("[0]") for ln in lines), lines
     metrics = (run_dir / "metrics.jsonl").read_text().splitlines()
     assert len(metrics) == len((single_run / "metrics.jsonl").read_text().splitlines())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_profile_traces_only_the_ranks_asked(backend, tmp_path):
+    """runtime.profile under 2 processes: ranks [1] -> only rank 1 writes a trace (under
+    tensorboard/rank1), and the profile plugin lists it; rank 0 writes none."""
+    import argparse
+
+    import yaml
+    from tensorboard.plugins import base_plugin
+    from xprof.profile_plugin import ProfilePlugin
+
+    run_dir = tmp_path / "run"
+    raw = _trainer_config(run_dir)
+    raw["runtime"]["profile"] = {"start_step": 2, "num_steps": 1, "ranks": [1]}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    code, log = _launch(_TRAIN, [str(config), backend], backend, tmp_path, timeout=300)
+    assert code == 0, log[-4000:]
+    logdir = run_dir / "tensorboard"
+    assert not list(logdir.glob("plugins/profile/*/*.xplane.pb"))  # rank 0 was not asked
+    assert len(list(logdir.glob("rank1/plugins/profile/*/*.xplane.pb"))) == 1
+    ctx = base_plugin.TBContext(logdir=str(logdir), data_provider=None,
+                                flags=argparse.Namespace(master_tpu_unsecure_channel=""))
+    runs = ProfilePlugin(ctx).runs_imp()
+    assert len(runs) == 1 and runs[0].startswith("rank1/"), runs
