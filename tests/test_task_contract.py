@@ -112,6 +112,7 @@ def run_task_contract_test(task, batch, cfg, checkpoint_dir: Path | None = None,
     """
     import tensorflow as tf
 
+    from albertkit.config import SiftingConfig
     from albertkit.distributed.single import SingleProcess
     from albertkit.tasks import TASK_NAMES
     from albertkit.tasks.base import LogKeys, Task
@@ -124,8 +125,8 @@ def run_task_contract_test(task, batch, cfg, checkpoint_dir: Path | None = None,
     key, higher = task.best_metric
     assert isinstance(key, str) and isinstance(higher, bool)
     assert task.micro_batch_size == cfg.runtime.micro_batch_size
-    for member in ("build_model", "dummy_batch", "loss_and_stats", "metrics", "datasets",
-                   "evaluate"):
+    for member in ("build_model", "dummy_batch", "loss_and_stats", "example_losses", "metrics",
+                   "datasets", "evaluate"):
         assert callable(getattr(task, member)), member
     dummy = task.dummy_batch(2)
     assert set(dummy) == set(batch), "dummy_batch has the features of a real batch"
@@ -138,6 +139,18 @@ def run_task_contract_test(task, batch, cfg, checkpoint_dir: Path | None = None,
     _assert_same_stats(task, s1, s2, "accumulated")
     for a, b in zip(g1, g2, strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+
+    # ---- per-example losses (what sifting ranks by) average to the batch's loss: every
+    # example of the case has the same number of masked tokens, so the MLM's token mean
+    # is the mean of the per-sequence means
+    model = whole.model
+    tensors = {k: tf.constant(v) for k, v in batch.items()}
+    per_example = task.example_losses(model, tensors).numpy()
+    assert per_example.shape == (8,) and per_example.dtype == np.float32
+    loss, _ = task.loss_and_stats(model, tensors, training=False)
+    assert float(np.mean(per_example)) == pytest.approx(float(loss), rel=1e-5)
+    one = task.example_losses(model, {k: v[3:4] for k, v in tensors.items()}).numpy()
+    assert one[0] == pytest.approx(per_example[3], rel=1e-4), "a row's loss is its own"
 
     # ---- all-reduced over 2 replicas (1 x 4 each) == whole (1 x 8)
     if distributor is not None:
@@ -152,6 +165,19 @@ def run_task_contract_test(task, batch, cfg, checkpoint_dir: Path | None = None,
         # each replica computes the stats of its half; evaluate_batch all-reduces them
         out = replicated.evaluate_batch(next(iter(distributor.distribute_dataset(data))))
         _assert_same_stats(task, ref, out, "all-reduced")
+        # a sifted step (beta 0.5): each replica trains on the 2 hardest of its 4 examples,
+        # the counters are summed over the replicas
+        sift = cfg.model_copy(update={"runtime": cfg.runtime.model_copy(
+            update={"sifting": SiftingConfig(beta=0.5, warmup_steps=0)})})
+        _, _, sifted = _build(sift, task, distributor, accum=1)
+        accum_halves = [{k: v[None] for k, v in h.items()} for h in halves]
+        signature = {k: tf.TensorSpec((1, 4) + v.shape[1:], tf.as_dtype(v.dtype))
+                     for k, v in batch.items()}
+        data = tf.data.Dataset.from_generator(lambda: iter(accum_halves),
+                                              output_signature=signature)
+        out = sifted(next(iter(distributor.distribute_dataset(data))))
+        assert (float(out["sift_seen"]), float(out["sift_kept"])) == (8.0, 4.0)
+        assert float(out["finite"]) == 1.0
 
     # ---- save / restore through the checkpoint manager
     if checkpoint_dir is not None:

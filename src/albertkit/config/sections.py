@@ -496,6 +496,41 @@ class ProfileConfig(_Section):
         return range(self.start_step, self.start_step + self.num_steps)
 
 
+class SiftingConfig(_Section):
+    """Smart sifting: train each optimizer step on its hardest examples only.
+
+    Per optimizer step, a forward pass without gradients scores every example of the step
+    (``accumulation x micro_batch`` per replica); the ``beta`` share with the lowest loss is
+    dropped and the kept examples, compacted into full micro-batches, get the forward and
+    backward pass. The first ``warmup_steps`` steps train on everything.
+
+    Example:
+        >>> SiftingConfig(beta=0.5).kept_per_step(micro_batch=8, accumulation=4)
+        (2, 8)
+    """
+
+    beta: float = Field(
+        0.5, ge=0.0, lt=1.0,
+        description="Share of each step's examples dropped (the lowest-loss ones); 0 keeps "
+        "all (costs the scoring pass for nothing).",
+    )
+    warmup_steps: int = Field(
+        100, ge=0, description="Optimizer steps trained on every example before sifting starts."
+    )
+
+    def kept_per_step(self, micro_batch: int, accumulation: int) -> tuple[int, int]:
+        """``(micro-batches, examples each)`` trained per replica and step once sifting.
+
+        ``n = accumulation x micro_batch`` examples are scored and ``n - floor(beta x n)``
+        kept, rounded up so that they fill equal micro-batches of at most ``micro_batch``
+        examples (the compiled step needs fixed shapes).
+        """
+        n = micro_batch * accumulation
+        keep = max(1, n - int(self.beta * n))
+        micro_batches = -(-keep // micro_batch)
+        return micro_batches, -(-keep // micro_batches)
+
+
 class RuntimeConfig(_Section):
     """How the step runs: precision, XLA, batch sizes, steps and the seed.
 
@@ -553,6 +588,11 @@ class RuntimeConfig(_Section):
         None,
         description="Trace these steps with TensorFlow's profiler into run_dir/tensorboard "
         "(null = no trace, no cost).",
+    )
+    sifting: SiftingConfig | None = Field(
+        None,
+        description="Smart sifting: skip the backward pass on each step's lowest-loss "
+        "examples (null = off; see docs/howto/sift-easy-examples.md).",
     )
 
     def accumulation_steps(self, replicas: int = 1) -> int:

@@ -222,3 +222,41 @@ def check_fits(
         f"micro_batch={estimate.micro_batch}), more than the {limit_bytes / GiB:,.1f} GiB of "
         f"{device} (estimate of albertkit's memory planner, docs/memory.md)"
     )
+
+
+# --------------------------------------------------------------------------- FLOPs
+@dataclass(frozen=True)
+class FlopCount:
+    """Matmul FLOPs of one training sequence: ``forward`` broken down by part, ``training``."""
+
+    parts: dict[str, float]
+
+    @property
+    def forward(self) -> float:
+        return float(sum(self.parts.values()))
+
+    @property
+    def training(self) -> float:
+        return 3.0 * self.forward
+
+
+def training_flops(spec: AlbertSpec, seq_length: int, max_predictions: int) -> FlopCount:
+    """Matmul FLOPs per training sequence, by part (formulas: :mod:`albertkit.perf.memory`)."""
+    if seq_length <= 0 or max_predictions <= 0:
+        raise ValueError(
+            f"seq_length={seq_length} and max_predictions={max_predictions} must be positive"
+        )
+    t, p = float(seq_length), float(max_predictions)
+    e, h, f, v = spec.embedding_size, spec.hidden_size, spec.intermediate_size, spec.vocab_size
+    n = layer_applications(spec)
+    parts = {
+        "embedding_projection": 2 * t * e * h,
+        "attention_qkv": n * 3 * 2 * t * h * h,
+        "attention_scores": n * 2 * t * t * h,
+        "attention_context": n * 2 * t * t * h,
+        "attention_output": n * 2 * t * h * h,
+        "ffn": n * 2 * 2 * t * h * f,
+        "pooler_sop": 2 * h * h + 2 * h * 2,
+        "mlm_head": 2 * p * h * e + 2 * p * e * v,
+    }
+    return FlopCount(parts)

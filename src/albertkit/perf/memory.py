@@ -2,7 +2,8 @@
 
 Three things live here, all without TensorFlow:
 
-* :func:`training_flops` -- matmul FLOPs per training sequence (the numerator of MFU);
+* :func:`training_flops` -- matmul FLOPs per training sequence (the numerator of MFU; it
+  lives in :mod:`albertkit.models.footprint`, which training uses to count sifting's savings);
 * :func:`estimate_memory` -- the predicted peak training memory of one replica;
 * :func:`plan_batch` -- micro-batch and accumulation for a target global batch on a device,
   using the accelerator table of :mod:`albertkit.hardware` (memory, peak FLOP/s).
@@ -41,49 +42,16 @@ from albertkit.hardware import Device, GiB, get_device
 
 # The memory estimate is arithmetic of the architecture that training needs too (it refuses
 # a model that cannot fit before allocating it), so it lives below training, in models/.
-from albertkit.models.footprint import Precision, estimate_memory, layer_applications
+from albertkit.models.footprint import (  # noqa: F401 - FlopCount, training_flops re-exported
+    FlopCount,
+    Precision,
+    estimate_memory,
+    training_flops,
+)
 
 # --------------------------------------------------------------------------- devices
 # The devices the planner documents (docs/memory.md) and the CLI table shows by default.
 PLANNED_DEVICES = ("V100", "V100-32GB", "A100", "A100-80GB", "H100", "H200")
-
-
-# --------------------------------------------------------------------------- FLOPs
-@dataclass(frozen=True)
-class FlopCount:
-    """Matmul FLOPs of one training sequence: ``forward`` broken down by part, ``training``."""
-
-    parts: dict[str, float]
-
-    @property
-    def forward(self) -> float:
-        return float(sum(self.parts.values()))
-
-    @property
-    def training(self) -> float:
-        return 3.0 * self.forward
-
-
-def training_flops(spec: AlbertSpec, seq_length: int, max_predictions: int) -> FlopCount:
-    """Matmul FLOPs per training sequence, by part (see the module docstring for formulas)."""
-    if seq_length <= 0 or max_predictions <= 0:
-        raise ValueError(
-            f"seq_length={seq_length} and max_predictions={max_predictions} must be positive"
-        )
-    t, p = float(seq_length), float(max_predictions)
-    e, h, f, v = spec.embedding_size, spec.hidden_size, spec.intermediate_size, spec.vocab_size
-    n = layer_applications(spec)
-    parts = {
-        "embedding_projection": 2 * t * e * h,
-        "attention_qkv": n * 3 * 2 * t * h * h,
-        "attention_scores": n * 2 * t * t * h,
-        "attention_context": n * 2 * t * t * h,
-        "attention_output": n * 2 * t * h * h,
-        "ffn": n * 2 * 2 * t * h * f,
-        "pooler_sop": 2 * h * h + 2 * h * 2,
-        "mlm_head": 2 * p * h * e + 2 * p * e * v,
-    }
-    return FlopCount(parts)
 
 
 @dataclass(frozen=True)

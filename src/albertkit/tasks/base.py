@@ -127,6 +127,12 @@ class Task(abc.ABC):
         """Mean loss of this micro-batch (float32 scalar) and float32 scalar sums."""
 
     @abc.abstractmethod
+    def example_losses(self, model: keras.Model, batch: Batch) -> tf.Tensor:
+        """Each example's loss (float32 ``[micro_batch]``, inference mode): what smart
+        sifting (``runtime.sifting``) ranks examples by; the training loss of a batch is
+        the same terms averaged (over examples, or over masked tokens for the MLM)."""
+
+    @abc.abstractmethod
     def metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
         """Human-facing metrics from summed stats (works on floats or tensors)."""
 

@@ -263,6 +263,18 @@ class ClassificationTask(Task):
             stats["fn"] = tf.reduce_sum(tf.cast(~pos_p & pos_l, tf.float32))
         return tf.reduce_mean(ce), stats
 
+    def example_losses(self, model: keras.Model, batch: Batch) -> tf.Tensor:
+        """Per example: its squared error (regression) or cross-entropy."""
+        import tensorflow as tf
+
+        out = model({k: batch[k] for k in MODEL_INPUTS}, training=False)
+        logits = tf.cast(out["logits"], tf.float32)
+        if self.regression:
+            y = tf.reshape(tf.cast(batch["labels"], tf.float32), [-1])
+            return tf.square(tf.reshape(logits, [-1]) - y)
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.reshape(tf.cast(batch["labels"], tf.int32), [-1]), logits=logits)
+
     def metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
         n = max(float(stats["examples"]), 1.0)
         out = {"loss": float(stats["loss_sum"]) / n}

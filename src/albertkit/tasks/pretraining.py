@@ -136,6 +136,22 @@ class PretrainingTask(Task):
         }
         return mlm_loss + tf.reduce_mean(sop_ce), stats
 
+    def example_losses(self, model: keras.Model, batch: Batch) -> tf.Tensor:
+        """Per sequence: the MLM loss over that sequence's masked tokens (their weighted
+        mean cross-entropy, as the batch loss but per row) plus its SOP cross-entropy."""
+        import tensorflow as tf
+
+        out = model(batch, training=False)
+        mlm_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.cast(batch["masked_lm_ids"], tf.int32),
+            logits=tf.cast(out["mlm_logits"], tf.float32))  # [B, P]
+        weights = tf.cast(batch["masked_lm_weights"], tf.float32)
+        mlm = tf.reduce_sum(mlm_ce * weights, -1) / (tf.reduce_sum(weights, -1) + 1e-5)
+        sop = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.reshape(tf.cast(batch["next_sentence_labels"], tf.int32), [-1]),
+            logits=tf.cast(out["sop_logits"], tf.float32))
+        return mlm + sop
+
     def metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
         mlm_w = max(float(stats["mlm_weight"]), 1e-5)
         n = max(float(stats["examples"]), 1.0)

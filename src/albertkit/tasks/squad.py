@@ -277,6 +277,18 @@ class SquadTask(Task):
         }
         return tf.reduce_mean(ce), stats
 
+    def example_losses(self, model: keras.Model, batch: Batch) -> tf.Tensor:
+        """Per feature: the mean of its start and end cross-entropies."""
+        import tensorflow as tf
+
+        out = model({k: batch[k] for k in MODEL_INPUTS}, training=False)
+        ce = [tf.nn.sparse_softmax_cross_entropy_with_logits(
+                  labels=tf.reshape(tf.cast(batch[key], tf.int32), [-1]),
+                  logits=tf.cast(out[logits], tf.float32))
+              for key, logits in (("start_positions", "start_logits"),
+                                  ("end_positions", "end_logits"))]
+        return 0.5 * (ce[0] + ce[1])
+
     def metrics(self, stats: Mapping[str, float]) -> dict[str, float]:
         n = max(float(stats["examples"]), 1.0)
         return {

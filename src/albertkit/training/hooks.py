@@ -44,7 +44,45 @@ log = logging.getLogger("albertkit")
 Hook = Callable[[int, dict[str, float]], "str | None"]
 
 # Step outputs that are not the task's summed stats.
-_STEP_OUTPUTS = ("grad_norm", "loss_scale", "finite")
+_STEP_OUTPUTS = ("grad_norm", "loss_scale", "finite", "sift_seen", "sift_kept", "sift_scored")
+
+
+class SiftCounters:
+    """Smart sifting's totals over the run: examples seen, kept, dropped and scored, and the
+    training FLOPs saved (resumed from the checkpoint, whose state records them).
+
+    A dropped example saves its forward and backward pass (3 forward passes: the backward
+    costs two); every example of a sifted step costs one scoring forward pass. So the saving
+    is ``forward_flops x (3 x dropped - scored)``, with ``forward_flops`` the matmul FLOPs of
+    one example's forward pass (:func:`albertkit.models.footprint.training_flops`).
+    """
+
+    def __init__(self, forward_flops: float) -> None:
+        self.forward_flops = float(forward_flops)
+        self.seen = self.kept = self.scored = 0
+
+    def __call__(self, step: int, out: dict[str, float]) -> None:
+        self.seen += int(out["sift_seen"])
+        self.kept += int(out["sift_kept"])
+        self.scored += int(out["sift_scored"])
+
+    def state(self) -> dict[str, int]:
+        return {"seen": self.seen, "kept": self.kept, "scored": self.scored}
+
+    def restore(self, state: dict[str, int] | None) -> None:
+        """Continue the totals of a checkpoint (none: it was written without sifting)."""
+        state = state or {}
+        self.seen, self.kept, self.scored = (int(state.get(k, 0))
+                                             for k in ("seen", "kept", "scored"))
+
+    def totals(self) -> dict[str, float]:
+        dropped = self.seen - self.kept
+        full = 3.0 * self.forward_flops * self.seen  # the same examples without sifting
+        saved = self.forward_flops * (3.0 * dropped - self.scored)
+        return {"sift_examples_seen": float(self.seen), "sift_examples_kept": float(self.kept),
+                "sift_examples_dropped": float(dropped),
+                "sift_examples_scored": float(self.scored), "sift_flops_saved": saved,
+                "sift_flops_saved_share": saved / full if full else 0.0}
 
 
 class MetricWindow:
@@ -57,13 +95,14 @@ class MetricWindow:
 
     def __init__(self, task: Any, step_fn: Any, optimizer: Any, logger: RunLogger, bar: Any,
                  log_every: int, max_steps: int, sequences_per_step: int, echo: bool,
-                 clock: StepClock | None = None) -> None:
+                 clock: StepClock | None = None, sifting: SiftCounters | None = None) -> None:
         self.task, self.step_fn, self.optimizer = task, step_fn, optimizer
         self.logger, self.bar = logger, bar
         self.log_every, self.max_steps = log_every, max_steps
         self.sequences_per_step = sequences_per_step
         self.echo = echo
         self.clock = clock  # the time breakdown, logged as kind "time" with each window
+        self.sifting = sifting  # run totals of smart sifting, logged with each window
         self.last: dict[str, float] = {}  # the latest logged train metrics
         self.last_time: dict[str, float] = {}  # the latest logged breakdown
         self._reset()
@@ -99,6 +138,9 @@ class MetricWindow:
         metrics["skipped_steps"] = float(self.step_fn.skipped_steps.numpy())
         metrics["learning_rate"] = float(np.asarray(self.optimizer.learning_rate))
         metrics["seq_per_s"] = self.steps * self.sequences_per_step / max(elapsed, 1e-9)
+        if self.sifting is not None:
+            metrics["sift_kept_share"] = self.sums["sift_kept"] / max(self.sums["sift_seen"], 1.0)
+            metrics.update(self.sifting.totals())
         return metrics
 
     def flush(self, step: int) -> None:
@@ -153,6 +195,7 @@ class Checkpointing:
         self.every, self.max_steps = every, max_steps
         self.best: dict[str, Any] | None = None
         self.last_path: str | None = None
+        self.sifting: SiftCounters | None = None  # its totals are part of the state
         # 2: the position-addressable streams; 1 after resuming a 0.1 checkpoint, whose run
         # goes on reading the 0.1 stream (and says so in every later checkpoint)
         self.stream_version = 2
@@ -171,6 +214,8 @@ class Checkpointing:
                                    "consumed_micro_batches": consumed},
                  **self.identity,
                  "best": self.best, "reason": reason}
+        if self.sifting is not None:
+            state["sifting"] = self.sifting.state()
         protect = {Path(self.best["path"])} if self.best else set()
         path = self.manager.save(step, self.groups, state, protect=protect)
         self.last_path = str(path)
@@ -326,7 +371,8 @@ class Summary:
                  train: dict[str, float], evaluation: dict[str, float],
                  best: dict[str, Any] | None, skipped_steps: int,
                  last_checkpoint: str | None,
-                 time_breakdown: dict[str, Any] | None = None) -> dict[str, Any]:
+                 time_breakdown: dict[str, Any] | None = None,
+                 sifting: dict[str, float] | None = None) -> dict[str, Any]:
         summary = {
             "task": self.task,
             "status": "interrupted" if stopped_by else "completed",
@@ -348,6 +394,8 @@ class Summary:
         }
         if time_breakdown:
             summary["time"] = time_breakdown
+        if sifting is not None:
+            summary["sifting"] = sifting
         if self.chief:
             atomic_write_text(self.path, json.dumps(summary, indent=2))
             log.info("summary written to %s", self.path)

@@ -64,6 +64,7 @@ class TrainStep:
         self.dynamic_loss_scale = runtime.precision == "mixed_float16"
         self.growth_interval = runtime.loss_scale_growth_interval
         self.variables = list(model.trainable_variables)
+        self.sifting = runtime.sifting
         with distributor.scope():
             if not optimizer.built:
                 optimizer.build(self.variables)
@@ -108,13 +109,32 @@ class TrainStep:
         return [tf.cast(g, tf.float32) for g in grads], stats
 
     def compute(self, batch: Batch, scale: tf.Tensor) -> tuple[list[tf.Tensor], Stats]:
-        """Mean (scaled) gradient over ``accum`` micro-batches and summed stats."""
+        """Mean (scaled) gradient over the step's micro-batches and summed stats (with
+        ``runtime.sifting``: over the kept examples, after the warm-up)."""
+        if self.sifting is None:
+            return self._accumulate(batch, scale)
+        n = self._examples(batch)
+
+        def everything():
+            grads, stats = self._accumulate(batch, scale)
+            return grads, {**stats, "sift_seen": tf.constant(n, tf.float32),
+                           "sift_kept": tf.constant(n, tf.float32),
+                           "sift_scored": tf.constant(0.0)}
+
+        if self.sifting.warmup_steps == 0:
+            return self._sift(batch, scale)
+        return tf.cond(self.optimizer.iterations < self.sifting.warmup_steps,
+                       everything, lambda: self._sift(batch, scale))
+
+    def _accumulate(self, batch: Batch, scale: tf.Tensor) -> tuple[list[tf.Tensor], Stats]:
+        """Mean gradient over the micro-batches of ``batch`` (its leading axis)."""
+        steps = _leading(batch, 0, self.accumulation_steps)
 
         def micro(i):
             return self._micro({k: v[i] for k, v in batch.items()}, scale)
 
         grads, stats = micro(0)
-        if self.accumulation_steps > 1:
+        if steps > 1:
             # In-graph accumulation: one while_loop, the accumulators are loop variables.
             def body(i, g_acc, s_acc):
                 g, s = micro(i)
@@ -123,12 +143,44 @@ class TrainStep:
                 return i + 1, g_acc, s_acc
 
             _, grads, stats = tf.while_loop(
-                lambda i, *_: i < self.accumulation_steps,
+                lambda i, *_: i < steps,
                 body,
                 (tf.constant(1), grads, stats),
             )
-            grads = [g / float(self.accumulation_steps) for g in grads]
+            grads = [g / float(steps) for g in grads]
         return grads, stats
+
+    # ------------------------------------------------------------------ smart sifting
+    def _examples(self, batch: Batch) -> int:
+        return (_leading(batch, 0, self.accumulation_steps)
+                * _leading(batch, 1, self.task.micro_batch_size))
+
+    def example_losses(self, batch: Batch) -> tf.Tensor:
+        """Each example's loss ``[accum, micro_batch]`` (inference mode, no gradient)."""
+        if _leading(batch, 0, self.accumulation_steps) == 1:
+            losses = self.task.example_losses(self.model, {k: v[0] for k, v in batch.items()})
+            return tf.stop_gradient(losses[tf.newaxis])
+        losses = tf.map_fn(lambda b: self.task.example_losses(self.model, b), dict(batch),
+                           fn_output_signature=tf.float32)
+        return tf.stop_gradient(losses)
+
+    def _sift(self, batch: Batch, scale: tf.Tensor) -> tuple[list[tf.Tensor], Stats]:
+        """Score every example, keep the highest-loss ones, train on them (see
+        :class:`~albertkit.config.SiftingConfig`): fixed shapes, no per-example Python."""
+        accum = _leading(batch, 0, self.accumulation_steps)
+        micro = _leading(batch, 1, self.task.micro_batch_size)
+        n = accum * micro
+        m, b = self.sifting.kept_per_step(micro, accum)
+        keep = kept_indices(tf.reshape(self.example_losses(batch), [n]), m * b)
+        kept = {}
+        for k, v in batch.items():
+            rest = v.shape[2:]
+            flat = tf.reshape(v, [n, *rest])
+            kept[k] = tf.reshape(tf.gather(flat, keep), [m, b, *rest])
+        grads, stats = self._accumulate(kept, scale)
+        return grads, {**stats, "sift_seen": tf.constant(n, tf.float32),
+                       "sift_kept": tf.constant(m * b, tf.float32),
+                       "sift_scored": tf.constant(n, tf.float32)}
 
     # ------------------------------------------------------------------ apply (no XLA)
     def apply(self, grads: list[tf.Tensor], stats: Stats) -> dict[str, tf.Tensor]:
@@ -227,6 +279,18 @@ class TrainStep:
             return self.distributor.reduce_sum(self._eval(b))
 
         return self.distributor.local_value(self.distributor.run(replica, batch))
+
+
+def kept_indices(losses: tf.Tensor, keep: int) -> tf.Tensor:
+    """Positions of the ``keep`` highest ``losses`` (1-D), in ascending order (so keeping
+    everything keeps the original order). Ties go to the earlier position."""
+    return tf.sort(tf.math.top_k(losses, k=keep, sorted=False).indices)
+
+
+def _leading(batch: Batch, axis: int, default: int) -> int:
+    """The static size of ``axis`` of the batch's leaves (``default`` when unknown)."""
+    size = next(iter(batch.values())).shape[axis]
+    return int(size) if size is not None else int(default)
 
 
 def _wait(values: dict[str, tf.Tensor]) -> None:

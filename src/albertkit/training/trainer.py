@@ -40,6 +40,7 @@ from albertkit.training.hooks import (
     MetricWindow,
     NonFiniteGuard,
     ProfileWindow,
+    SiftCounters,
     StopSignal,
     Summary,
     stop_on_signals,
@@ -157,6 +158,8 @@ class AlbertTrainer:
             {**self._resume_identity(parts, distributor), "model_spec": parts.spec.model_dump(),
              "task": cfg.task},
             cfg.checkpoint.every_steps, cfg.runtime.max_steps)
+        if cfg.runtime.sifting is not None:
+            checkpoints.sifting = SiftCounters(_forward_flops(parts))
         run = _Run(**vars(parts), distributor=distributor, checkpoints=checkpoints,
                    logger=logger)
         if for_training and not cfg.checkpoint.resume:
@@ -238,6 +241,8 @@ class AlbertTrainer:
         run.checkpoints.manager.restore(ckpt, run.groups())
         run.start_step = ckpt.step
         run.checkpoints.best = ckpt.state.get("best")
+        if run.checkpoints.sifting is not None:
+            run.checkpoints.sifting.restore(ckpt.state.get("sifting"))
         log.info("resumed from %s (step %d)", ckpt.path, ckpt.step)
         return True
 
@@ -287,11 +292,13 @@ class AlbertTrainer:
                                   cfg.logging.log_every_steps, total,
                                   cfg.runtime.global_batch_size,
                                   echo=not cfg.logging.progress_bar,
-                                  clock=clock if breakdown else None)
+                                  clock=clock if breakdown else None,
+                                  sifting=run.checkpoints.sifting)
             rank = run.distributor.rank
             profiler = ProfileWindow(cfg.runtime.profile, rank, self.run_dir / "tensorboard"
                                      / ("" if rank == 0 else f"rank{rank}"))
             hooks = [
+                *([run.checkpoints.sifting] if run.checkpoints.sifting else []),
                 window,
                 NonFiniteGuard(run.step, cfg.runtime.max_nonfinite_steps, window,
                                run.checkpoints.manager.directory),
@@ -317,7 +324,8 @@ class AlbertTrainer:
                   if window.last_time else None)
         return summary(result.step, result.stopped_by, result.wall_seconds, window.last,
                        evals.last, run.checkpoints.best, int(run.step.skipped_steps.numpy()),
-                       run.checkpoints.last_path, timing)
+                       run.checkpoints.last_path, timing,
+                       run.checkpoints.sifting.totals() if run.checkpoints.sifting else None)
 
     def _snapshot_tokenizer(self, run: _Run, data: TaskData) -> None:
         """Copy the run's tokenizer into ``run_dir/tokenizer`` so the run is self-contained."""
@@ -377,3 +385,14 @@ def _decorrelate_dropout(model: Any, rank: int) -> None:
             offset = np.zeros(var.shape, dtype=var.dtype)
             offset[0] = 1_000_003 * rank
             var.assign(var.numpy() + offset)
+
+
+def _forward_flops(parts: ModelAndStep) -> float:
+    """Matmul FLOPs of one example's forward pass (what sifting's FLOP counter counts in):
+    the encoder at the task's sequence length, plus the MLM head when pretraining."""
+    from albertkit.models.footprint import training_flops
+
+    dummy = parts.task.dummy_batch(1)
+    predictions = dummy["masked_lm_positions"].shape[1] if "masked_lm_positions" in dummy else 0
+    count = training_flops(parts.spec, int(dummy["input_ids"].shape[1]), max(predictions, 1))
+    return count.forward - (0.0 if predictions else count.parts["mlm_head"])
