@@ -16,6 +16,16 @@ XLA kernel at all: the math that benefits from fusion is compiled, the communica
 
 Batches given to :meth:`TrainStep.__call__` carry a leading accumulation axis:
 ``[accum, micro_batch, ...]``.
+
+Smart sifting (``runtime.sifting``) happens inside ``compute``, so it is compiled like the
+rest and needs nothing from the backend: a forward pass without gradients gives each of the
+step's ``accum x micro_batch`` examples its loss (:meth:`Task.example_losses`), the highest
+``1 - beta`` share is gathered into ``m`` micro-batches of ``b`` examples (fixed shapes, from
+:meth:`SiftingConfig.kept_per_step`) and those get the usual accumulation. Every replica
+keeps the same number of examples, so the all-reduced mean stays the mean over all kept
+examples. The step then trains on fewer examples (the optimizer step is not refilled from
+more data): refilling would make the data a step consumes depend on the losses, and exact
+resume by data position would be lost.
 """
 
 from __future__ import annotations
