@@ -1,8 +1,9 @@
 """Time to accuracy with smart sifting off and on: the demo corpus, the demo's tiny model.
 
 Every run is the demo's pretraining (``albertkit demo``'s config: tiny ALBERT, seq 128,
-32 sequences per step, AdamW) on the built-in corpus prepared once (seed 0), evaluated every
-``--eval-every`` steps on the held-out set. Each run is a fresh ``albertkit pretrain``
+32 sequences per step, AdamW, the built-in corpus prepared with the run's seed, once per
+seed), with ``--steps`` steps, evaluated every ``--eval-every`` steps on ``--eval-steps``
+held-out batches. Each run is a fresh ``albertkit pretrain``
 process; runs alternate off / on so that the machine's drift hits both alike.
 
 For each run it reports:
@@ -39,25 +40,25 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def prepare(work: Path) -> dict:
-    """The demo corpus, tokenizer and example files (seed 0), built once under ``work``."""
+def prepare(work: Path, seed: int) -> Path:
+    """The demo corpus, tokenizer and example files of ``seed`` (the demo prepares its data
+    with the run's seed), built once under ``work`` and shared by that seed's runs."""
     from albertkit.data.demo import demo_config, prepare_demo_data
 
-    cfg = demo_config()
-    files = prepare_demo_data(cfg.data, work / "data", seed=0)
-    return {"train_files": files.train_files, "eval_files": files.eval_files,
-            "tokenizer": str(files.tokenizer_dir)}
+    out = work / f"data-seed{seed}"
+    prepare_demo_data(demo_config().data, out, seed=seed, progress=False)
+    return out
 
 
-def run_config(files: dict, run_dir: Path, seed: int, beta: float | None, args) -> dict:
+def run_config(data: Path, run_dir: Path, seed: int, beta: float | None, args) -> dict:
     from albertkit.data.demo import demo_config
 
     raw = demo_config(max_steps=args.steps).model_dump(mode="json")
     raw["run_dir"] = str(run_dir)
-    d = raw["data"]
-    raw["data"] = {"kind": "tfrecord", "seq_length": d["seq_length"],
-                   "max_predictions_per_seq": d["max_predictions_per_seq"],
-                   "masking": d["masking"], "shuffle_buffer": d["shuffle_buffer"], **files}
+    # the demo prepares run_dir/data, and reuses what is there when its settings match
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / "data").exists():
+        (run_dir / "data").symlink_to(data.resolve(), target_is_directory=True)
     rt = raw["runtime"]
     rt.update(seed=seed, eval_every_steps=args.eval_every, eval_steps=args.eval_steps,
               xla=args.xla)
@@ -68,13 +69,13 @@ def run_config(files: dict, run_dir: Path, seed: int, beta: float | None, args) 
     return raw
 
 
-def run_once(files: dict, work: Path, seed: int, beta: float | None, args) -> dict:
+def run_once(work: Path, seed: int, beta: float | None, args) -> dict:
     name = f"seed{seed}-" + ("off" if beta is None else f"beta{beta}")
     run_dir = work / "runs" / name
     if (run_dir / "summary.json").is_file() and not args.rerun:
         print(f"  {name}: reusing {run_dir}", flush=True)
     else:
-        cfg = run_config(files, run_dir, seed, beta, args)
+        cfg = run_config(prepare(work, seed), run_dir, seed, beta, args)
         path = work / f"{name}.yaml"
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -159,7 +160,7 @@ def main() -> int:
     p.add_argument("--betas", type=float, nargs="+", default=[0.3, 0.5, 0.7])
     p.add_argument("--seeds", type=int, nargs="+", default=[])
     p.add_argument("--beta", type=float, default=0.5)
-    p.add_argument("--steps", type=int, default=1500)
+    p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--warmup", type=int, default=100, help="sifting warm-up steps")
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--eval-steps", type=int, default=10)
@@ -169,19 +170,18 @@ def main() -> int:
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    files = prepare(args.work)
     print(f"load average at start: {os.getloadavg()}", flush=True)
     out: dict = {"settings": {k: str(v) if isinstance(v, Path) else v
                               for k, v in vars(args).items()}}
     if args.tune_seed is not None:
-        tune = [run_once(files, args.work, args.tune_seed, None, args)]
-        tune += [run_once(files, args.work, args.tune_seed, b, args) for b in args.betas]
+        tune = [run_once(args.work, args.tune_seed, None, args)]
+        tune += [run_once(args.work, args.tune_seed, b, args) for b in args.betas]
         show(tune)
         out["tune"] = tune
     pairs = []
     for seed in args.seeds:
-        pairs.append((run_once(files, args.work, seed, None, args),
-                      run_once(files, args.work, seed, args.beta, args)))
+        pairs.append((run_once(args.work, seed, None, args),
+                      run_once(args.work, seed, args.beta, args)))
     if pairs:
         show([r for pair in pairs for r in pair])
         rows = []

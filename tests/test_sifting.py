@@ -186,3 +186,14 @@ def test_resume_with_sifting_equals_uninterrupted(tmp_path):
     ma, mb = (load_file(str(c.path / "model.safetensors")) for c in (wa, wb))
     for k in ma:
         np.testing.assert_array_equal(ma[k], mb[k], err_msg=k)
+
+
+def test_config_override_turns_sifting_on_and_bad_beta_names_the_field():
+    from albertkit.config import ConfigError
+    from conftest import tiny_raw_config
+
+    cfg = TrainerConfig.from_dict(tiny_raw_config(None), ["runtime.sifting.beta=0.7"])
+    assert cfg.runtime.sifting == SiftingConfig(beta=0.7, warmup_steps=100)
+    assert TrainerConfig.from_dict(tiny_raw_config(None)).runtime.sifting is None
+    with pytest.raises(ConfigError, match=r"runtime\.sifting\.beta"):
+        TrainerConfig.from_dict(tiny_raw_config(None), ["runtime.sifting.beta=1.0"])
