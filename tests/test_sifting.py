@@ -197,3 +197,20 @@ def test_config_override_turns_sifting_on_and_bad_beta_names_the_field():
     assert TrainerConfig.from_dict(tiny_raw_config(None)).runtime.sifting is None
     with pytest.raises(ConfigError, match=r"runtime\.sifting\.beta"):
         TrainerConfig.from_dict(tiny_raw_config(None), ["runtime.sifting.beta=1.0"])
+
+
+def test_benchmark_times_the_sifted_step():
+    """``albertkit benchmark --sifting-beta``: the worker's step sifts every step, the table
+    says so, and a comparison with Hugging Face (which has no sifted step) is refused."""
+    from albertkit.perf import BenchmarkSettings, format_table, measure
+    from albertkit.perf.workers import trainer_config
+
+    settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
+                                 micro_batch=4, accumulation=2, steps=2, warmup=1, rounds=1,
+                                 xla=False, pipeline=False, sifting_beta=0.5)
+    assert trainer_config(settings).runtime.sifting == SiftingConfig(beta=0.5, warmup_steps=0)
+    result = measure(settings, progress=False)
+    assert len(result.results["albertkit"].step_times_s) == 2
+    assert "sifting beta 0.5" in format_table(result)
+    with pytest.raises(ValueError, match="sifting-beta"):
+        BenchmarkSettings(size="tiny", sifting_beta=0.5, compare=["hf-pytorch"])

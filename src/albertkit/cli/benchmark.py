@@ -52,6 +52,12 @@ def add_benchmark_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="cap glibc malloc arenas in both frameworks' processes (e.g. 2)",
     )
+    p.add_argument(
+        "--sifting-beta",
+        type=float,
+        default=None,
+        help="time albertkit's step with smart sifting at this beta (every step sifted)",
+    )
     p.add_argument("--steps", type=int, default=5, help="timed steps per round and framework")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
@@ -120,6 +126,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
         breakdown=args.breakdown,
         remat=args.remat,
         malloc_arenas=args.malloc_arenas,
+        sifting_beta=args.sifting_beta,
     )
     result = measure(settings)
     print(format_table(result))

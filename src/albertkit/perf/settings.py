@@ -43,6 +43,11 @@ class BenchmarkSettings(BaseModel):
     pipeline: bool = True
     pipeline_batches: int = Field(200, gt=0)
     breakdown: bool = Field(False, description="also time the step's pieces (albertkit)")
+    sifting_beta: float | None = Field(
+        None, ge=0.0, lt=1.0,
+        description="albertkit: smart sifting at this beta, every timed step sifted (no "
+        "warm-up); sequences/s counts the sequences scored (each step's whole batch)",
+    )
     hf_threads: int | None = Field(None, gt=0, description="torch threads (None: its default)")
     seed: int = 0
 
@@ -64,6 +69,11 @@ class BenchmarkSettings(BaseModel):
             raise ValueError(
                 "--compare hf-pytorch runs CPU PyTorch: use float32 or "
                 "mixed_bfloat16 (autocast), not mixed_float16"
+            )
+        if self.sifting_beta is not None and self.compare:
+            raise ValueError(
+                "--sifting-beta times albertkit's sifted step: compare it with a run without "
+                "--sifting-beta, not with --compare (Hugging Face has no sifted step)"
             )
         if any(p < 1 for p in self.processes):
             raise ValueError(f"processes={self.processes}: every entry must be >= 1")

@@ -29,6 +29,7 @@ def format_table(result: BenchmarkResult) -> str:
         f"accumulation {s.accumulation}, {s.precision}, XLA "
         f"{'on' if s.xla else 'off'}, {s.optimizer}"
         f"{', remat' if s.remat else ''}"
+        f"{f', sifting beta {s.sifting_beta}' if s.sifting_beta is not None else ''}"
         f"{', malloc arenas ' + str(s.malloc_arenas) if s.malloc_arenas else ''}; "
         f"{timed_steps} timed steps per framework ({s.rounds} interleaved rounds); load avg "
         f"{result.machine.load_avg[0]:.1f}"

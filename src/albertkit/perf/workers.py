@@ -70,6 +70,8 @@ def trainer_config(settings: BenchmarkSettings, replicas: int = 1) -> TrainerCon
                 "micro_batch_size": s.micro_batch,
                 "global_batch_size": s.sequences_per_step * replicas,
                 "max_steps": 1_000_000,
+                "sifting": None if s.sifting_beta is None
+                else {"beta": s.sifting_beta, "warmup_steps": 0},
             },
         },
         source="benchmark",
