@@ -14,6 +14,8 @@ For each run it reports:
   checkpoint time (measurement, not training);
 * the training FLOPs to the target: ``F x (3 x trained + scored)`` examples, F the matmul
   FLOPs of one example's forward pass, from the sifting counters (off: everything trained);
+* the same for lower targets (1.5, 1.7, 1.8 times the baseline), for runs that never
+  reach the target;
 * the final held-out MLM and SOP accuracy, and the sifting-off run's accuracy at the wall
   time the sifting-on run ended (linear between its evaluations): equal wall time.
 
@@ -38,6 +40,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+LOWER_TARGETS = (1.5, 1.7, 1.8)  # also reported (times the baseline)
 
 
 def prepare(work: Path, seed: int) -> Path:
@@ -121,8 +124,14 @@ def analyse(run_dir: Path, target: float, name: str) -> dict:
     reached = next((c for c in curve if c[2] >= target), None)
     summary = json.loads((run_dir / "summary.json").read_text())
     last = curve[-1]
+    lower = {}  # the same for lower targets, for when a run never reaches the target
+    for t in LOWER_TARGETS:
+        hit = next((c for c in curve if c[2] >= t), None)
+        lower[str(t)] = (None if hit is None else
+                         {"step": hit[0], "seconds": hit[1], "flops": flops_at.get(hit[0])})
     return {
         "run": name, "steps": summary["step"], "train_seconds": at[max(at)],
+        "lower_targets": lower,
         "target_step": reached[0] if reached else None,
         "target_seconds": reached[1] if reached else None,
         "target_flops": flops_at.get(reached[0]) if reached else None,
@@ -198,6 +207,15 @@ def main() -> int:
                    "off_final_mlm": off["final_mlm_accuracy"]}
             rows.append(row)
             print(json.dumps(row))
+        for t in LOWER_TARGETS:
+            cells = []
+            for off, on in pairs:
+                a, b = off["lower_targets"][str(t)], on["lower_targets"][str(t)]
+                cells.append("-" if not (a and b) else
+                             f"steps {a['step']}/{b['step']} s {a['seconds']:.0f}/"
+                             f"{b['seconds']:.0f} TFLOP {a['flops'] / 1e12:.1f}/"
+                             f"{b['flops'] / 1e12:.1f}")
+            print(f"to {t}x baseline, off/on: " + "; ".join(cells))
         ratios = [r["time_ratio"] for r in rows if r["time_ratio"] is not None]
         if ratios:
             print(f"wall time to target, on / off: median {statistics.median(ratios):.3f} "
