@@ -358,7 +358,6 @@ def test_benchmark_smoke_two_steps(tmp_path):
     assert BenchmarkResult.model_validate_json(result.to_json()) == result  # read back whole
     assert len(result.results["albertkit"].step_times_s) == 2
     _check_table(format_table(result), ["albertkit"])
-    print("noisy:", result.noisy, result.noisy_reasons)
 
 
 @pytest.mark.distributed

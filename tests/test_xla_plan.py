@@ -186,3 +186,21 @@ def test_bfloat16_and_float32_steps_agree_from_the_same_weights():
     assert cosine > 0.99, cosine
     # and not trivially: the gradients are not zero and the two paths did differ somewhat
     assert np.linalg.norm(flat32) > 0 and not np.array_equal(flat32, flat16)
+
+
+def test_trainer_logs_the_resolved_plan_and_why(tmp_path, caplog):
+    from albertkit.training.trainer import AlbertTrainer
+
+    cfg = make_tiny_config(
+        tmp_path / "run",
+        data={"kind": "synthetic", "seq_length": 16, "max_predictions_per_seq": 3,
+              "num_examples": 16, "eval_examples": 8},
+        runtime={"micro_batch_size": 4, "global_batch_size": 4, "max_steps": 1,
+                 "eval_every_steps": 0, "eval_steps": 1, "xla": "auto",
+                 "precision": "mixed_bfloat16"},
+    )
+    with caplog.at_level("INFO", logger="albertkit"):
+        AlbertTrainer(cfg).fit()
+    device = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
+    expected = resolve_xla("auto", device, "mixed_bfloat16").describe("auto")
+    assert f"xla: {expected}" in caplog.text
