@@ -279,10 +279,10 @@ def resolve_xla(
     gpu     (any)          on      on   XLA fuses the elementwise ops around the matmuls
     cpu     float32        on      on   a little faster than TensorFlow's graph executor
                                         (3.10 vs 2.91 seq/s) and less memory
-    cpu     mixed_bfloat16 off     off  XLA's CPU backend does not use AVX-512 BF16
-                                        (oneDNN does): measured half as fast (2.86 vs 5.81)
-    cpu     mixed_float16  off     off  no CPU computes float16 matmuls natively; XLA's
-                                        emulation is slower than oneDNN's (1.40 vs 1.85)
+    cpu     mixed_bfloat16 off     off  XLA's CPU backend does not use AVX-512 BF16 or
+                                        AMX (oneDNN does): half as fast (2.86 vs 5.81)
+    cpu     mixed_float16  off     off  XLA's CPU backend computes float16 slower than
+                                        oneDNN (1.40 vs 1.85 seq/s)
     ======= ============== ======= ==== ================================================
 
     The function is pure: the caller names the device (:func:`local_device_kind` detects
@@ -314,9 +314,9 @@ def resolve_xla(
                        "executor and keeps less memory")
     if precision == "mixed_bfloat16":
         return XlaPlan(False, False, "cpu + mixed_bfloat16: XLA's CPU backend does not use "
-                       "AVX-512 BF16; oneDNN does")
-    return XlaPlan(False, False, "cpu + mixed_float16: no native float16 matmuls on CPU; "
-                   "XLA's emulation is slower than oneDNN's")
+                       "AVX-512 BF16 or AMX; oneDNN does")
+    return XlaPlan(False, False, "cpu + mixed_float16: XLA's CPU backend computes float16 "
+                   "slower than oneDNN")
 
 
 def local_device_kind() -> DeviceKind:
