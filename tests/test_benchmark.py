@@ -503,3 +503,29 @@ def test_remat_planner_keeps_layer_inputs_only():
     big = estimate_memory(spec, 512, 64, remat=True)
     assert big.activations["remat_peak"] == 64 * remat["recomputed_layer"]
     assert big.peak_bytes < 0.3 * estimate_memory(spec, 512, 64).peak_bytes
+
+
+def test_breakdown_follows_the_resolved_xla_plan(monkeypatch):
+    """--breakdown compiles its pieces as the step's compute is compiled: with xla auto on
+    CPU + mixed_bfloat16 none of them is XLA-compiled."""
+    import tensorflow as tf
+
+    from albertkit.perf.workers import AlbertkitWorker
+
+    settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
+                                 micro_batch=2, warmup=1, xla="auto",
+                                 precision="mixed_bfloat16")
+    worker = AlbertkitWorker(settings)
+    worker.setup()
+    assert worker.step.xla.compute is False
+    seen = []
+    real = tf.function
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("jit_compile"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tf, "function", spy)
+    pieces = worker.breakdown()["breakdown_s"]
+    assert pieces and all(v > 0 for v in pieces.values())
+    assert seen and all(j is False or j is None for j in seen), seen
