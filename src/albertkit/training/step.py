@@ -3,7 +3,7 @@
 This module alone decides ``tf.function``, ``jit_compile``, loss scaling and gradient
 accumulation. A step has two parts, for every backend:
 
-1. ``compute`` (XLA-compiled when ``runtime.xla`` resolves to it): loops over the ``accum`` micro-batches of
+1. ``compute`` (XLA-compiled when ``runtime.xla``): loops over the ``accum`` micro-batches of
    one optimizer step *inside the graph* (a ``tf.while_loop``, no Python loop per
    micro-batch, no host-side accumulators), returning the mean gradient and summed stats.
 2. ``apply`` (a plain ``tf.function``): mean-reduces gradients across replicas, unscales,
