@@ -282,7 +282,7 @@ def resolve_xla(
     cpu     mixed_bfloat16 off     off  XLA's CPU backend does not use AVX-512 BF16 or
                                         AMX (oneDNN does): half as fast (2.86 vs 5.81)
     cpu     mixed_float16  off     off  XLA's CPU backend computes float16 slower than
-                                        oneDNN (1.40 vs 1.85 seq/s)
+                                        oneDNN (2.64 vs 3.28 seq/s)
     ======= ============== ======= ==== ================================================
 
     The function is pure: the caller names the device (:func:`local_device_kind` detects
