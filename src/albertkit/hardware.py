@@ -25,7 +25,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 GiB = 1024**3
 # Memory a training process cannot plan for on a GPU: a fixed reserve for the CUDA context,
@@ -233,3 +233,94 @@ def gpus_per_instance(instance_type: str) -> int:
             f"(albertkit/hardware.py); known types: {', '.join(sorted(INSTANCE_TYPES))}"
         )
     return spec.gpus
+
+
+# --------------------------------------------------------------------------- XLA plan
+XlaSetting = Literal["auto"] | bool
+DeviceKind = Literal["cpu", "gpu"]
+_PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+class XlaPlan(NamedTuple):
+    """Which parts of the training step are XLA-compiled (``jit_compile``), and why.
+
+    ``compute`` is the forward + backward over the micro-batches, ``eval`` the evaluation
+    and prediction functions. The step's ``apply`` part (cross-replica reduction, optimizer
+    update) is never compiled: XLA cannot compile collectives on CPU and Horovod's all-reduce
+    has no XLA kernel.
+    """
+
+    compute: bool
+    eval: bool
+    reason: str
+
+    def describe(self, setting: XlaSetting) -> str:
+        """One line for logs, e.g. ``auto -> compute off, eval off (cpu + ...: ...)``."""
+        asked = setting if setting == "auto" else str(setting).lower()
+        return (
+            f"{asked} -> compute {'on' if self.compute else 'off'}, "
+            f"eval {'on' if self.eval else 'off'} ({self.reason})"
+        )
+
+
+def resolve_xla(
+    setting: XlaSetting, device: DeviceKind, precision: str, eager: bool = False
+) -> XlaPlan:
+    """The XLA plan of ``runtime.xla`` on ``device`` ("cpu"/"gpu") at ``precision``.
+
+    ``true``/``false`` are obeyed as given for both parts. ``auto`` decides per device and
+    precision from measurements of ALBERT-base, seq 128, micro-batch 8 (docs/performance.md,
+    "How `runtime.xla: auto` chooses"):
+
+    ======= ============== ======= ==== ================================================
+    device  precision      compute eval why
+    ======= ============== ======= ==== ================================================
+    (any)   (eager run)    off     off  an eager step is not compiled at all
+    gpu     (any)          on      on   XLA fuses the elementwise ops around the matmuls
+    cpu     float32        on      on   a little faster than TensorFlow's graph executor
+                                        (3.10 vs 2.91 seq/s) and less memory
+    cpu     mixed_bfloat16 off     off  XLA's CPU backend does not use AVX-512 BF16 or
+                                        AMX (oneDNN does): half as fast (2.86 vs 5.81)
+    cpu     mixed_float16  off     off  XLA's CPU backend computes float16 slower than
+                                        oneDNN (2.64 vs 3.28 seq/s)
+    ======= ============== ======= ==== ================================================
+
+    The function is pure: the caller names the device (:func:`local_device_kind` detects
+    the one TensorFlow sees).
+
+    Example:
+        >>> resolve_xla("auto", "cpu", "mixed_bfloat16").compute
+        False
+        >>> resolve_xla("auto", "gpu", "mixed_bfloat16")[:2]
+        (True, True)
+    """
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"device={device!r}; expected 'cpu' or 'gpu'")
+    if precision not in _PRECISIONS:
+        raise ValueError(f"precision={precision!r}; expected one of {', '.join(_PRECISIONS)}")
+    if setting is True or setting is False:
+        if setting and eager:
+            raise ValueError("runtime.xla=true and runtime.eager=true exclude each other")
+        why = "runtime.xla=true" if setting else "runtime.xla=false"
+        return XlaPlan(setting, setting, why)
+    if setting != "auto":
+        raise ValueError(f"runtime.xla={setting!r}; expected auto, true or false")
+    if eager:
+        return XlaPlan(False, False, "runtime.eager=true: the step is not compiled")
+    if device == "gpu":
+        return XlaPlan(True, True, f"gpu + {precision}: XLA fuses the elementwise ops")
+    if precision == "float32":
+        return XlaPlan(True, True, "cpu + float32: XLA is a little faster than the graph "
+                       "executor and keeps less memory")
+    if precision == "mixed_bfloat16":
+        return XlaPlan(False, False, "cpu + mixed_bfloat16: XLA's CPU backend does not use "
+                       "AVX-512 BF16 or AMX; oneDNN does")
+    return XlaPlan(False, False, "cpu + mixed_float16: XLA's CPU backend computes float16 "
+                   "slower than oneDNN")
+
+
+def local_device_kind() -> DeviceKind:
+    """``"gpu"`` when TensorFlow sees a GPU in this process, else ``"cpu"``."""
+    import tensorflow as tf
+
+    return "gpu" if tf.config.list_physical_devices("GPU") else "cpu"

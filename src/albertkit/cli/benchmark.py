@@ -18,6 +18,15 @@ def _parse_int_list(text: str) -> list[int]:
         ) from None
 
 
+def _xla_value(text: str) -> str | bool:
+    values: dict[str, str | bool] = {"auto": "auto", "on": True, "true": True, "off": False,
+                                     "false": False}
+    try:
+        return values[text.strip().lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"--xla: expected auto, on or off, got {text!r}") from None
+
+
 def add_benchmark_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``albertkit benchmark`` on an argparse subparsers object."""
     p = subparsers.add_parser(
@@ -39,7 +48,31 @@ def add_benchmark_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--precision", default="float32", choices=["float32", "mixed_float16", "mixed_bfloat16"]
     )
-    p.add_argument("--xla", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument(
+        "--xla",
+        nargs="?",
+        const=True,
+        default="auto",
+        type=_xla_value,
+        metavar="auto|on|off",
+        help="runtime.xla: auto (default: per device and precision), on or off; "
+        "a bare --xla means on",
+    )
+    p.add_argument("--no-xla", dest="xla", action="store_const", const=False,
+                   help="the same as --xla off")
+    p.add_argument(
+        "--noisy-load-per-cpu",
+        type=float,
+        default=0.25,
+        help="mark the result noisy above this many runnable threads of other processes "
+        "per CPU (before or during the rounds)",
+    )
+    p.add_argument(
+        "--noisy-spread-pct",
+        type=float,
+        default=10.0,
+        help="mark the result noisy when per-round seq/s spread beyond this percentage",
+    )
     p.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
     p.add_argument(
         "--remat",
@@ -127,6 +160,8 @@ def run_benchmark(args: argparse.Namespace) -> int:
         remat=args.remat,
         malloc_arenas=args.malloc_arenas,
         sifting_beta=args.sifting_beta,
+        noisy_load_per_cpu=args.noisy_load_per_cpu,
+        noisy_spread_pct=args.noisy_spread_pct,
     )
     result = measure(settings)
     print(format_table(result))

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from albertkit.config.sizes import SIZES, Activation, AlbertSpec, SizeName
 from albertkit.config.validation import first_error
 from albertkit.errors import ConfigError
+from albertkit.hardware import DeviceKind, XlaPlan, local_device_kind, resolve_xla
 
 
 class _Section(BaseModel):
@@ -542,9 +543,16 @@ class RuntimeConfig(_Section):
         "float32",
         description="float32, or mixed precision with float16 (dynamic loss scaling) or bfloat16.",
     )
-    xla: StrictBool = Field(True, description="Compile the gradient computation with XLA (jit_compile).")
+    xla: Literal["auto"] | StrictBool = Field(
+        "auto",
+        description="XLA-compile (jit_compile) the gradient computation and evaluation: auto "
+        "chooses per device and precision (on for GPU and CPU float32, off for CPU mixed "
+        "precision; docs/performance.md), true/false force it.",
+    )
     eager: StrictBool = Field(
-        False, description="Run the step eagerly, without tf.function (debugging; excludes xla)."
+        False,
+        description="Run the step eagerly, without tf.function (debugging; excludes "
+        "xla=true, makes auto mean off).",
     )
     remat: StrictBool = Field(
         False,
@@ -595,6 +603,16 @@ class RuntimeConfig(_Section):
         "examples (null = off; see docs/howto/sift-easy-examples.md).",
     )
 
+    def xla_plan(self, device: DeviceKind | None = None) -> XlaPlan:
+        """Which parts of the step XLA compiles on ``device`` (default: the one TensorFlow
+        sees), from ``xla``, ``precision`` and ``eager`` (:func:`albertkit.hardware.resolve_xla`).
+
+        Example:
+            >>> RuntimeConfig(precision="mixed_bfloat16").xla_plan("cpu").compute
+            False
+        """
+        return resolve_xla(self.xla, device or local_device_kind(), self.precision, self.eager)
+
     def accumulation_steps(self, replicas: int = 1) -> int:
         per_step = self.micro_batch_size * replicas
         if self.global_batch_size % per_step:
@@ -611,7 +629,7 @@ class RuntimeConfig(_Section):
                 f"runtime.global_batch_size={self.global_batch_size} is not divisible by "
                 f"runtime.micro_batch_size={self.micro_batch_size}"
             )
-        if self.xla and self.eager:
+        if self.xla is True and self.eager:
             raise ValueError("runtime.xla=true and runtime.eager=true exclude each other")
         return self
 

@@ -8,7 +8,8 @@ too: :func:`check_fits` refuses an architecture, for example one read from a dow
 
 Memory model (one replica, bytes; validated against measured peaks in docs/memory.md):
 
-    state       = weights 4N (+2N compute-dtype copies under mixed precision)
+    state       = weights 4N (+2N compute-dtype copies under mixed precision; without XLA
+                  one copy of the shared layer's weights per layer application)
                 + gradients 4N (float32) (+4N accumulator when accumulating)
                 + optimizer 8N (LAMB/AdamW m and v)
     activations = micro_batch * per-sequence activations (below)
@@ -43,6 +44,17 @@ Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 # (docs/memory.md). FFN: pre-activation and activation.
 ACT_HIDDEN = 16
 ACT_FFN = 2
+# Without XLA (TensorFlow's graph executor runs the ops one by one, nothing fused) the
+# backward pass keeps the intermediates of the elementwise chains too: GELU's (gelu_new:
+# cube, scale, sum, tanh, ...) F-wide ones, LayerNorm's (in float32 under mixed precision),
+# and both the attention scores and their softmax. Fitted to the allocator peaks of
+# ALBERT-base at seq 128 (micro-batch 4, 8, 16) and seq 512 (micro-batch 2), float32 and
+# mixed_bfloat16 (docs/memory.md): 17 H-wide and 6 F-wide tensors per token and layer,
+# GRAPH_LN_FLOAT32 of the H-wide ones in float32 under mixed precision, and attention
+# scores in the compute dtype plus float32 probabilities.
+GRAPH_ACT_HIDDEN = 17
+GRAPH_ACT_FFN = 6
+GRAPH_LN_FLOAT32 = 6
 
 
 def default_predictions(seq_length: int, masked_lm_prob: float = 0.15) -> int:
@@ -96,8 +108,12 @@ def activation_bytes_per_sequence(
     max_predictions: int,
     precision: Precision,
     remat: bool = False,
+    xla: bool = True,
 ) -> dict[str, float]:
     """Activations kept for the backward pass of one sequence, by part (bytes).
+
+    ``xla`` is whether the step's gradient computation is XLA-compiled (fused); without it
+    more intermediates are kept (``GRAPH_*`` above).
 
     With ``remat`` (each layer application recomputed in the backward pass) only every
     layer's input is kept (``layers``); ``recomputed_layer`` is the working set of the one
@@ -109,8 +125,13 @@ def activation_bytes_per_sequence(
     e, h, f, v = spec.embedding_size, spec.hidden_size, spec.intermediate_size, spec.vocab_size
     n = layer_applications(spec)
     heads = spec.num_attention_heads
-    per_token_layer = b * (ACT_HIDDEN * h + ACT_FFN * f)
-    per_token_attention = heads * t * (4 + (b if mixed else 0))
+    if xla:
+        per_token_layer = b * (ACT_HIDDEN * h + ACT_FFN * f)
+        per_token_attention = heads * t * (4 + (b if mixed else 0))
+    else:
+        per_token_layer = b * (GRAPH_ACT_HIDDEN * h + GRAPH_ACT_FFN * f)
+        per_token_layer += (4 - b) * GRAPH_LN_FLOAT32 * h  # LayerNorm internals in float32
+        per_token_attention = heads * t * (b + 4)  # scores (compute dtype), float32 softmax
     parts: dict[str, float] = {}
     if remat:
         parts["layers"] = float(n * t * b * h)
@@ -166,6 +187,7 @@ def estimate_memory(
     max_predictions: int | None = None,
     accumulation: int = 1,
     remat: bool = False,
+    xla: bool = True,
 ) -> MemoryEstimate:
     """Predict the peak memory of one training step of one replica (bytes).
 
@@ -177,6 +199,9 @@ def estimate_memory(
         max_predictions: masked positions per sequence (default 15% of ``seq_length``).
         accumulation: micro-batches per optimizer step (> 1 adds a gradient accumulator).
         remat: layers are recomputed in the backward pass (``AlbertEncoder(remat=True)``).
+        xla: the gradient computation is XLA-compiled: pass the step's resolved plan,
+            ``runtime.xla_plan().compute`` (``runtime.xla: auto`` decides per device and
+            precision); without XLA more activations are kept.
     """
     if micro_batch <= 0 or accumulation <= 0:
         raise ValueError(
@@ -184,14 +209,21 @@ def estimate_memory(
         )
     preds = max_predictions or default_predictions(seq_length)
     n = parameter_count(spec)
+    casts = 0.0
+    if precision != "float32":
+        casts = 2.0 * n
+        if not xla:
+            # Unfused, every application of a shared layer casts its weights anew and the
+            # backward pass keeps each cast (XLA computes one cast per weight).
+            casts += 2.0 * (layer_applications(spec) - 1) * layer_parameter_count(spec)
     state = {
         "weights": 4.0 * n,
-        "weight_casts": 2.0 * n if precision != "float32" else 0.0,
+        "weight_casts": casts,
         "gradients": 4.0 * n,
         "accumulator": 4.0 * n if accumulation > 1 else 0.0,
         "optimizer": 8.0 * n,
     }
-    per_seq = activation_bytes_per_sequence(spec, seq_length, preds, precision, remat)
+    per_seq = activation_bytes_per_sequence(spec, seq_length, preds, precision, remat, xla)
     recomputed = per_seq.pop("recomputed_layer", None)
     activations = {k: micro_batch * v for k, v in per_seq.items()}
     if recomputed is not None:

@@ -9,6 +9,8 @@
   Hugging Face PyTorch's; :mod:`~albertkit.perf.meter` (peak memory, timing),
   :mod:`~albertkit.perf.pipeline` (input pipeline), :mod:`~albertkit.perf.breakdown`
   (the step's pieces);
+* :mod:`albertkit.perf.noise` -- load before/during/after and round spread: whether a
+  result is marked noisy;
 * :mod:`albertkit.perf.table` -- :func:`format_table`, the printed Markdown table;
 * :mod:`albertkit.perf.memory` -- FLOPs and the batch planner (pure functions; the memory
   estimate it plans with is :mod:`albertkit.models.footprint`);

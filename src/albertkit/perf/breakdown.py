@@ -29,7 +29,7 @@ def step_breakdown(
     hidden = tf.random.normal((b, t, h))
     bias = tf.zeros((b, 1, 1, t))
     masked = tf.random.normal((b, s.predictions, h))
-    jit = s.xla
+    jit = step.xla.compute  # the pieces compile as the step's compute does (auto resolved)
 
     def fwd_bwd(fn, x):
         # gradients for the weights and, for a hidden-state input, for the input too (as

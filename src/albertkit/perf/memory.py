@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from albertkit.config.sizes import AlbertSpec
-from albertkit.hardware import Device, GiB, get_device
+from albertkit.hardware import Device, GiB, XlaSetting, get_device, resolve_xla
 
 # The memory estimate is arithmetic of the architecture that training needs too (it refuses
 # a model that cannot fit before allocating it), so it lives below training, in models/.
@@ -91,12 +91,16 @@ def plan_batch(
     replicas: int = 1,
     max_predictions: int | None = None,
     remat: bool = False,
+    xla: XlaSetting = "auto",
 ) -> BatchPlan:
     """The largest micro-batch that divides the per-replica batch and fits the device.
 
     ``accumulation = global_batch / (replicas * micro_batch)``. When not even a micro-batch
-    of 1 fits, the plan has ``micro_batch == 0`` (``fits`` is False).
+    of 1 fits, the plan has ``micro_batch == 0`` (``fits`` is False). ``xla`` is
+    ``runtime.xla``: the estimate is that of the path it resolves to on a GPU
+    (:func:`albertkit.hardware.resolve_xla`; the devices planned for are GPUs).
     """
+    compiled = resolve_xla(xla, "gpu", precision).compute
     dev = get_device(device) if isinstance(device, str) else device
     if global_batch <= 0 or replicas <= 0 or global_batch % replicas:
         raise ValueError(
@@ -111,14 +115,16 @@ def plan_batch(
         0,
         0,
         estimate_memory(
-            spec, seq_length, 1, precision, max_predictions, accumulation=2, remat=remat
+            spec, seq_length, 1, precision, max_predictions, accumulation=2, remat=remat,
+            xla=compiled,
         ).peak_bytes,
         usable,
     )
     for micro in sorted(d for d in range(1, per_replica + 1) if per_replica % d == 0):
         accum = per_replica // micro
         peak = estimate_memory(
-            spec, seq_length, micro, precision, max_predictions, accumulation=accum, remat=remat
+            spec, seq_length, micro, precision, max_predictions, accumulation=accum, remat=remat,
+            xla=compiled,
         ).peak_bytes
         if peak > usable:
             break

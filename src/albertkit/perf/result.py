@@ -47,6 +47,14 @@ class Round(_Model):
     matmul_dtype: str
 
 
+class XlaChoice(_Model):
+    """What ``settings.xla`` resolved to in albertkit's worker (``albertkit.hardware.XlaPlan``)."""
+
+    compute: bool
+    eval: bool
+    reason: str
+
+
 class FrameworkResult(_Model):
     """One framework's figures: what its worker reported at setup, and step statistics."""
 
@@ -66,6 +74,7 @@ class FrameworkResult(_Model):
     pipeline_synthetic_sequences_per_s: float | None = None
     pipeline_sequences_per_s: float | None = None
     breakdown_s: dict[str, float] | None = None
+    xla_plan: XlaChoice | None = None  # albertkit: the parts XLA compiled
     # ---- step-time statistics over all rounds
     step_s_median: float
     step_s_min: float
@@ -76,6 +85,7 @@ class FrameworkResult(_Model):
     sequences_per_s: float
     sequences_per_s_min: float
     sequences_per_s_max: float
+    sequences_per_s_rounds: list[float] = []  # per round: sequences / its median step time
     step_times_s: list[float]
     # ---- memory and compute
     peak_bytes: int
@@ -116,6 +126,7 @@ class FrameworkResult(_Model):
             "sequences_per_s": per_step / median,
             "sequences_per_s_min": per_step / ordered[-1],
             "sequences_per_s_max": per_step / ordered[0],
+            "sequences_per_s_rounds": [per_step / statistics.median(r.times) for r in rounds],
             "step_times_s": times,
             "peak_bytes": peak,
             "training_bytes": peak - info["baseline_rss"],
@@ -183,6 +194,13 @@ class BenchmarkResult(_Model):
     pipeline_over_step: float | None = None
     ratios_vs_hf: RatiosVsHF | None = None
     data_parallel: dict[str, DataParallelResult] = {}  # str(process count) -> result
+    # ---- honesty (albertkit.perf.noise): load around the 1-process rounds, round agreement
+    load_before: float | None = None  # 1-minute load average before the workers started
+    load_during: float | None = None  # mean runnable threads of other processes, sampled
+    load_after: float | None = None  # 1-minute load average after (includes our own work)
+    round_spread_pct: dict[str, float] = {}  # framework -> (max - min) / median, per round
+    noisy: bool = False
+    noisy_reasons: list[str] = []
 
     def to_json(self) -> str:
         """The JSON file ``--json`` writes (unmeasured optional figures left out)."""

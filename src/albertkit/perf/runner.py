@@ -34,6 +34,7 @@ from typing import Any
 from albertkit.errors import BenchmarkError
 from albertkit.models.footprint import estimate_memory
 from albertkit.perf.memory import training_flops
+from albertkit.perf.noise import LoadMonitor, assess_noise, round_spread_pct
 from albertkit.perf.result import (
     BenchmarkResult,
     DataParallelResult,
@@ -159,12 +160,15 @@ class WorkerProcess:
 
 
 def _interleaved(
-    settings: BenchmarkSettings, frameworks: list[str], progress: bool
+    settings: BenchmarkSettings, frameworks: list[str], progress: bool, monitor: LoadMonitor
 ) -> tuple[dict[str, dict[str, Any]], dict[str, list[Round]]]:
-    """Set up one worker per framework, then alternate timed rounds between them."""
+    """Set up one worker per framework, then alternate timed rounds between them; ``monitor``
+    samples the load of other processes during the rounds."""
     from tqdm.auto import tqdm
 
     workers = {f: WorkerProcess(f, settings) for f in frameworks}
+    for w in workers.values():
+        monitor.add_pid(w.proc.pid)
     info: dict[str, dict[str, Any]] = {}
     rounds: dict[str, list[Round]] = {f: [] for f in frameworks}
     pipeline = settings.pipeline
@@ -180,12 +184,16 @@ def _interleaved(
                 bar.set_postfix_str(f"{f}: build + warm-up")
                 info[f] = w.call("setup")
                 bar.update()
-            for r in range(settings.rounds):
-                for f in frameworks if r % 2 == 0 else frameworks[::-1]:
-                    bar.set_postfix_str(f"round {r + 1}/{settings.rounds}: {f}")
-                    reply = workers[f].call("steps", n=settings.steps)
-                    rounds[f].append(Round.model_validate(reply))
-                    bar.update()
+            monitor.start()
+            try:
+                for r in range(settings.rounds):
+                    for f in frameworks if r % 2 == 0 else frameworks[::-1]:
+                        bar.set_postfix_str(f"round {r + 1}/{settings.rounds}: {f}")
+                        reply = workers[f].call("steps", n=settings.steps)
+                        rounds[f].append(Round.model_validate(reply))
+                        bar.update()
+            finally:
+                monitor.stop()
             if pipeline:
                 bar.set_postfix_str("input pipeline")
                 info["albertkit"].update(workers["albertkit"].call("pipeline"))
@@ -199,13 +207,20 @@ def _interleaved(
     return info, rounds
 
 
-def measure(settings: BenchmarkSettings, progress: bool = True) -> BenchmarkResult:
-    """Run the benchmark described by ``settings``."""
+def measure(
+    settings: BenchmarkSettings, progress: bool = True, monitor: LoadMonitor | None = None
+) -> BenchmarkResult:
+    """Run the benchmark described by ``settings``.
+
+    ``monitor`` takes the load readings (:mod:`albertkit.perf.noise`); by default a
+    :class:`LoadMonitor` made now, before any worker starts.
+    """
+    monitor = monitor or LoadMonitor()
     frameworks: list[str] = ["albertkit", *[c for c in settings.compare if c != "albertkit"]]
     spec = settings.spec
     flops = training_flops(spec, settings.seq_length, settings.predictions)
     per_step = settings.sequences_per_step
-    info, rounds = _interleaved(settings, frameworks, progress)
+    info, rounds = _interleaved(settings, frameworks, progress, monitor)
     results = {
         f: FrameworkResult.from_rounds(info[f], rounds[f], per_step, flops.training)
         for f in frameworks
@@ -219,6 +234,7 @@ def measure(settings: BenchmarkSettings, progress: bool = True) -> BenchmarkResu
         settings.predictions,
         settings.accumulation,
         remat=settings.remat,
+        xla=ak.xla_plan.compute if ak.xla_plan is not None else settings.xla is True,
     )
     measured = ak.tensor_peak_bytes or 0
     ratios = None
@@ -233,13 +249,23 @@ def measure(settings: BenchmarkSettings, progress: bool = True) -> BenchmarkResu
             training_memory=ak.training_bytes / max(hf.training_bytes, 1),
         )
     multi = [n for n in settings.processes if n > 1]
+    cpus = os.cpu_count() or 1
+    rates = {f: r.sequences_per_s_rounds for f, r in results.items()}
+    noisy, reasons = assess_noise(
+        monitor.before,
+        monitor.during,
+        cpus,
+        rates,
+        settings.noisy_load_per_cpu,
+        settings.noisy_spread_pct,
+    )
     return BenchmarkResult(
         settings=settings,
         spec=spec,
         machine=Machine(
             platform=platform.platform(),
             python=platform.python_version(),
-            cpus=os.cpu_count(),
+            cpus=cpus,
             load_avg=list(os.getloadavg()),
         ),
         model_flops_per_sequence=flops.training,
@@ -260,6 +286,12 @@ def measure(settings: BenchmarkSettings, progress: bool = True) -> BenchmarkResu
         data_parallel={
             str(n): measure_data_parallel(settings, n, ak.sequences_per_s) for n in multi
         },
+        load_before=monitor.before,
+        load_during=monitor.during,
+        load_after=monitor.after,
+        round_spread_pct={f: round_spread_pct(v) for f, v in rates.items() if len(v) > 1},
+        noisy=noisy,
+        noisy_reasons=reasons,
     )
 
 

@@ -29,7 +29,9 @@ class BenchmarkSettings(BaseModel):
     micro_batch: int = Field(8, gt=0)
     accumulation: int = Field(1, gt=0)
     precision: Precision = "float32"
-    xla: bool = True
+    xla: Literal["auto"] | bool = Field(
+        "auto", description="runtime.xla: auto (per device and precision), True or False"
+    )
     optimizer: Literal["adamw", "lamb"] = "adamw"
     remat: bool = Field(False, description="recompute each layer in the backward pass")
     malloc_arenas: int | None = Field(
@@ -50,6 +52,18 @@ class BenchmarkSettings(BaseModel):
     )
     hf_threads: int | None = Field(None, gt=0, description="torch threads (None: its default)")
     seed: int = 0
+    noisy_load_per_cpu: float = Field(
+        0.25,
+        gt=0,
+        description="mark the result noisy above this many runnable threads of other "
+        "processes per CPU (1-minute load average before, sampled during the rounds)",
+    )
+    noisy_spread_pct: float = Field(
+        10.0,
+        gt=0,
+        description="mark the result noisy when a framework's per-round sequences/s spread "
+        "((max - min) / median) exceeds this percentage",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> BenchmarkSettings:

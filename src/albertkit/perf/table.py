@@ -9,6 +9,17 @@ def _mib(x: float) -> str:
     return f"{x / 2**20:,.0f}"
 
 
+def _xla(result: BenchmarkResult) -> str:
+    """``XLA on``/``off``, or what ``auto`` resolved to per part."""
+    s, plan = result.settings, result.results["albertkit"].xla_plan
+    if plan is None:
+        return f"XLA {'on' if s.xla is True else 'off' if s.xla is False else s.xla}"
+    parts = "on" if plan.compute else "off"
+    if plan.eval != plan.compute:
+        parts = f"compute {parts}, eval {'on' if plan.eval else 'off'}"
+    return f"XLA {parts}{' (auto)' if s.xla == 'auto' else ''}"
+
+
 def _row(name: str, r: FrameworkResult) -> str:
     tensor = _mib(r.tensor_peak_bytes) if r.tensor_peak_bytes is not None else "-"
     return (
@@ -26,22 +37,23 @@ def format_table(result: BenchmarkResult) -> str:
     timed_steps = len(next(iter(result.results.values())).step_times_s)
     head = (
         f"ALBERT-{s.size} seq {s.seq_length} micro-batch {s.micro_batch} x "
-        f"accumulation {s.accumulation}, {s.precision}, XLA "
-        f"{'on' if s.xla else 'off'}, {s.optimizer}"
+        f"accumulation {s.accumulation}, {s.precision}, {_xla(result)}, {s.optimizer}"
         f"{', remat' if s.remat else ''}"
         f"{f', sifting beta {s.sifting_beta}' if s.sifting_beta is not None else ''}"
         f"{', malloc arenas ' + str(s.malloc_arenas) if s.malloc_arenas else ''}; "
         f"{timed_steps} timed steps per framework ({s.rounds} interleaved rounds); load avg "
-        f"{result.machine.load_avg[0]:.1f}"
+        f"{_load(result)}"
     )
-    lines = [
-        head,
-        "",
+    mark = " (NOISY)" if result.noisy else ""
+    lines = [head, ""]
+    if result.noisy:
+        lines += [f"**NOISY RESULT**: {'; '.join(result.noisy_reasons)}", ""]
+    lines += [
         "| framework | seq/s (median) | step s median [min-max] | IQR % | CPU s/step | "
         "peak RSS MiB | train MiB | tensor MiB | matmul GFLOP/s | MFU % | first step s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    lines += [_row(f, r) for f, r in result.results.items()]
+    lines += [_row(f + mark, r) for f, r in result.results.items()]
     lines += [_row(f"albertkit x{n} processes", r) for n, r in result.data_parallel.items()]
     lines.append("")
     lines.append(
@@ -84,4 +96,24 @@ def format_table(result: BenchmarkResult) -> str:
         f"{_mib(p.measured_tensor_peak_bytes)} MiB peak of TensorFlow's allocator "
         f"(x{p.predicted_over_measured:.2f})"
     )
+    if result.round_spread_pct:
+        spreads = ", ".join(f"{f} {v:.1f}%" for f, v in result.round_spread_pct.items())
+        lines.append(
+            f"rounds: spread of per-round seq/s (max - min over median) {spreads}; "
+            f"{'NOISY' if result.noisy else 'quiet'} by the thresholds "
+            f"({s.noisy_load_per_cpu:g} runnable threads per CPU, {s.noisy_spread_pct:g}%)"
+        )
     return "\n".join(lines)
+
+
+def _load(result: BenchmarkResult) -> str:
+    """The load readings: 1-minute average before/after, other processes during."""
+    if result.load_before is None:
+        return f"{result.machine.load_avg[0]:.1f}"
+    during = (
+        f", other processes' runnable threads during {result.load_during:.2f}"
+        if result.load_during is not None
+        else ""
+    )
+    after = f", after {result.load_after:.2f}" if result.load_after is not None else ""
+    return f"before {result.load_before:.2f}{during}{after}"

@@ -128,6 +128,7 @@ class AlbertkitWorker:
             "device": "GPU" if self.gpu else "CPU",
             "memory_method": self.memory.method,
             "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
+            "xla_plan": self.step.xla._asdict(),
         }
 
     def _run_step(self) -> None:

@@ -32,6 +32,7 @@ class BenchmarkPoint:
     processes: int | None
     throughput: float
     efficiency: float | None  # fraction of linear scaling, as recorded by the benchmark
+    noisy: bool = False  # the benchmark marked its result noisy (loaded machine, rounds differ)
 
 
 def read_benchmark(paths: str | Path | Sequence[str | Path]) -> list[BenchmarkPoint]:
@@ -43,30 +44,32 @@ def read_benchmark(paths: str | Path | Sequence[str | Path]) -> list[BenchmarkPo
     differ between the points (framework, size, precision, XLA, ...) label them.
     """
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
-    rows: list[tuple[dict[str, Any], int, int, float, float | None]] = []
+    rows: list[tuple[dict[str, Any], int, int, float, float | None, bool]] = []
     for path in map(Path, paths):
         try:
             result = BenchmarkResult.read(path)
         except BenchmarkError as e:
             raise ReportError(str(e)) from None
         s = result.settings
-        fields = {"size": s.size, "precision": s.precision, "xla": s.xla,
+        plan = result.results["albertkit"].xla_plan if "albertkit" in result.results else None
+        xla: Any = s.xla if plan is None else plan.compute  # what auto resolved to
+        fields = {"size": s.size, "precision": s.precision, "xla": xla,
                   "micro_batch": s.micro_batch, "accumulation": s.accumulation,
                   "optimizer": s.optimizer}
         for framework, r in result.results.items():
             rows.append(({**fields, "framework": framework}, s.seq_length, 1,
-                         r.sequences_per_s, None))
+                         r.sequences_per_s, None, result.noisy))
         for n, r in result.data_parallel.items():
             rows.append(({**fields, "framework": r.framework}, s.seq_length, int(n),
-                         r.sequences_per_s, r.scaling_efficiency))
+                         r.sequences_per_s, r.scaling_efficiency, result.noisy))
     label_fields = [k for k in _LABEL_FIELDS if len({repr(f[k]) for f, *_ in rows}) > 1]
     points = []
-    for fields, seq, procs, throughput, efficiency in rows:
+    for fields, seq, procs, throughput, efficiency, noisy in rows:
         parts = []
         for k in label_fields:
             v = fields[k]
             if k == "xla":
-                parts.append("XLA" if v else "no XLA")
+                parts.append("XLA auto" if v == "auto" else "XLA" if v else "no XLA")
             elif k == "micro_batch":
                 parts.append(f"micro-batch {v}")
             elif k == "accumulation":
@@ -74,7 +77,7 @@ def read_benchmark(paths: str | Path | Sequence[str | Path]) -> list[BenchmarkPo
             else:
                 parts.append(str(v))
         points.append(BenchmarkPoint(" ".join(parts) or "albertkit", seq, procs, throughput,
-                                     efficiency))
+                                     efficiency, noisy))
     return points
 
 
@@ -138,9 +141,15 @@ def write_benchmark_report(results: str | Path | Sequence[str | Path],
           "|---|---|---|---|---|"]
     for p in sorted(points, key=lambda p: (p.label, p.seq_length or 0, p.processes or 0)):
         eff = _point_efficiency(p, points)
-        md.append(f"| {p.label} | {p.seq_length or ''} | {p.processes or ''} | "
-                  f"{p.throughput:,.1f} | {'' if eff is None else f'{100 * eff:.1f}%'} |")
+        md.append(f"| {p.label}{' (NOISY)' if p.noisy else ''} | {p.seq_length or ''} | "
+                  f"{p.processes or ''} | {p.throughput:,.1f} | "
+                  f"{'' if eff is None else f'{100 * eff:.1f}%'} |")
     md.append("")
+    for path in files:
+        result = BenchmarkResult.read(path)
+        if result.noisy:
+            report.notes.append(f"{path.name} is marked NOISY by the benchmark: "
+                                f"{'; '.join(result.noisy_reasons)}")
     md += charts_markdown(charts) + notes_markdown(report.notes)
     atomic_write_text(report.markdown, "\n".join(md))
     return report

@@ -407,8 +407,9 @@ def _run_markdown(run_dir: Path, task: str | None, summary: dict[str, Any] | Non
         rows.append(("optimizer", f"{opt.get('kind', '?')}, peak learning rate "
                      f"{opt.get('learning_rate', '?')}"))
     if runtime:
+        xla = runtime.get("xla", "auto")
         rows.append(("precision", f"{runtime.get('precision', '?')}, XLA "
-                     f"{'on' if runtime.get('xla', True) else 'off'}"))
+                     f"{'auto' if xla == 'auto' else ('on' if xla else 'off')}"))
     best = s.get("best")
     if isinstance(best, dict) and "metric" in best:
         rows.append(("best checkpoint", f"{best['metric']} = {_num(best.get('value'))} at step "

@@ -115,7 +115,8 @@ def check_memory(cfg: TrainerConfig, spec: AlbertSpec, accum: int = 1) -> None:
     preds = getattr(cfg.data, "max_predictions_per_seq", None) or default_predictions(seq)
     rt = cfg.runtime
     estimate = estimate_memory(spec, seq, rt.micro_batch_size, rt.precision, preds,
-                               accumulation=accum, remat=rt.remat)
+                               accumulation=accum, remat=rt.remat,
+                               xla=rt.xla_plan().compute)  # the path the step will take
     device, limit = device_memory()
     if limit is None:
         log.debug("device memory unknown: the model-size check is skipped")

@@ -87,17 +87,19 @@ class TrainStep:
                                              **sync)
             self.good_steps = keras.Variable(0, dtype="int64", name="good_steps", **sync)
             self.skipped_steps = keras.Variable(0, dtype="int64", name="skipped_steps", **sync)
+        self.xla = runtime.xla_plan()  # which parts jit_compile (runtime.xla "auto": per device)
         if runtime.eager:
             self._compute, self._apply, self._eval = self.compute, self.apply, self.eval_stats
             self._predict = self._forward
         else:
-            self._compute = tf.function(self.compute, jit_compile=runtime.xla, reduce_retracing=True)
+            self._compute = tf.function(self.compute, jit_compile=self.xla.compute,
+                                        reduce_retracing=True)
             # `apply` is traced inside `_train`, not as a nested tf.function: tf.distribute
             # forbids collectives (merge_call) in a tf.function nested in strategy.run.
             self._apply = self.apply
-            self._eval = tf.function(self.eval_stats, jit_compile=runtime.xla,
+            self._eval = tf.function(self.eval_stats, jit_compile=self.xla.eval,
                                      reduce_retracing=True)
-            self._predict = tf.function(self._forward, jit_compile=runtime.xla,
+            self._predict = tf.function(self._forward, jit_compile=self.xla.eval,
                                         reduce_retracing=True)
         self._train = self._replica_step if runtime.eager else tf.function(self._replica_step)
         self._halves = None  # (compute, apply) for split(), made at its first call

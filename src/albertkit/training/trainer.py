@@ -180,7 +180,7 @@ class AlbertTrainer:
             atomic_write_text(self.run_dir / "model_spec.json", spec.model_dump_json(indent=2))
             log.info(
                 "task=%s model=%s params=%s backend=%s replicas=%d micro_batch=%d "
-                "accumulation=%d global_batch=%d precision=%s xla=%s",
+                "accumulation=%d global_batch=%d precision=%s xla: %s",
                 cfg.task,
                 f"{spec.num_hidden_layers}x{spec.hidden_size} (E={spec.embedding_size}, "
                 f"vocab={spec.vocab_size}"
@@ -188,7 +188,8 @@ class AlbertTrainer:
                    f", size={cfg.model.size})"),
                 f"{model.count_params():,}", cfg.distributed.backend,
                 distributor.replicas, run.task.micro_batch_size, run.accum,
-                cfg.runtime.global_batch_size, cfg.runtime.precision, cfg.runtime.xla)
+                cfg.runtime.global_batch_size, cfg.runtime.precision,
+                run.step.xla.describe(cfg.runtime.xla))
         return run
 
     def _resume_identity(self, parts: ModelAndStep, distributor: Any) -> dict[str, Any]:
