@@ -119,9 +119,11 @@ def test_sifted_gradients_equal_the_plain_step_on_the_kept_examples(accum, micro
         assert float(stats[k]) == pytest.approx(float(v), rel=1e-5)
 
 
-def test_bfloat16_sifting_keeps_what_float32_keeps_on_clear_cases():
-    """Under mixed_bfloat16 the step runs and trains on the same number of examples."""
-    cfg = config({"beta": 0.5, "warmup_steps": 0}, accum=2, precision="mixed_bfloat16")
+@pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_sifting_runs_and_keeps_half(precision):
+    """Under mixed precision (float16: with loss scaling) the sifted step runs, is finite and
+    trains on half of the examples."""
+    cfg = config({"beta": 0.5, "warmup_steps": 0}, accum=2, precision=precision)
     _, _, step = build(cfg, 2)
     out = step(stack(fixed_batch(8, seed=1), 2))
     assert float(out["finite"]) == 1.0
