@@ -14,7 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from albertkit.config.sizes import SIZES, Activation, AlbertSpec, SizeName
 from albertkit.config.validation import first_error
@@ -602,6 +610,14 @@ class RuntimeConfig(_Section):
         description="Smart sifting: skip the backward pass on each step's lowest-loss "
         "examples (null = off; see docs/howto/sift-easy-examples.md).",
     )
+
+    @field_validator("xla", mode="before")
+    @classmethod
+    def _xla_choice(cls, value: Any) -> Any:
+        # one clear message instead of one per member of the union
+        if value == "auto" or isinstance(value, bool):
+            return value
+        raise ValueError("should be auto, true or false")
 
     def xla_plan(self, device: DeviceKind | None = None) -> XlaPlan:
         """Which parts of the step XLA compiles on ``device`` (default: the one TensorFlow
