@@ -358,6 +358,22 @@ def test_benchmark_smoke_two_steps(tmp_path):
     assert BenchmarkResult.model_validate_json(result.to_json()) == result  # read back whole
     assert len(result.results["albertkit"].step_times_s) == 2
     _check_table(format_table(result), ["albertkit"])
+    # the default CPU allocator (the one a training run uses) does not count tensors
+    assert result.planner.measured_tensor_peak_bytes is None
+    assert "--tensor-stats measures on BFC" in format_table(result)
+
+
+def test_benchmark_tensor_stats_checks_the_planner_on_bfc():
+    settings = BenchmarkSettings(
+        size="tiny", model={"vocab_size": 300}, seq_length=32, micro_batch=2, steps=1,
+        warmup=1, rounds=1, xla=False, pipeline=False, tensor_stats=True,
+    )
+    result = measure(settings, progress=False)
+    measured = result.planner.measured_tensor_peak_bytes
+    assert measured is not None and measured > 0
+    assert result.planner.predicted_over_measured == pytest.approx(
+        result.planner.predicted_bytes / measured)
+    assert "MiB peak of TensorFlow's allocator" in format_table(result)
 
 
 @pytest.mark.distributed

@@ -86,6 +86,12 @@ def add_benchmark_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="cap glibc malloc arenas in both frameworks' processes (e.g. 2)",
     )
     p.add_argument(
+        "--tensor-stats",
+        action="store_true",
+        help="run albertkit on TensorFlow's BFC allocator to count tensor bytes (the "
+        "memory planner check on CPU); resident memory is then BFC's",
+    )
+    p.add_argument(
         "--sifting-beta",
         type=float,
         default=None,
@@ -159,6 +165,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
         breakdown=args.breakdown,
         remat=args.remat,
         malloc_arenas=args.malloc_arenas,
+        tensor_stats=args.tensor_stats,
         sifting_beta=args.sifting_beta,
         noisy_load_per_cpu=args.noisy_load_per_cpu,
         noisy_spread_pct=args.noisy_spread_pct,

@@ -165,8 +165,8 @@ class PlannerCheck(_Model):
     """The memory planner's prediction against TensorFlow's measured allocator peak."""
 
     predicted_bytes: int
-    measured_tensor_peak_bytes: int
-    predicted_over_measured: float
+    measured_tensor_peak_bytes: int | None = None  # None: the allocator did not count (CPU, not BFC)
+    predicted_over_measured: float | None = None
     estimate: dict[str, Any]  # albertkit.models.footprint.MemoryEstimate.as_dict()
 
 

@@ -37,6 +37,12 @@ class BenchmarkSettings(BaseModel):
     malloc_arenas: int | None = Field(
         None, gt=0, description="cap glibc malloc arenas in every worker (None: glibc default)"
     )
+    tensor_stats: bool = Field(
+        False,
+        description="run albertkit on TensorFlow's BFC allocator, which counts tensor bytes "
+        "(the planner check on CPU); resident memory is then the BFC allocator's, not that "
+        "of the allocator a training run uses",
+    )
     steps: int = Field(5, gt=0, description="timed steps per round and framework")
     warmup: int = Field(2, ge=1, description="untimed steps (compilation) before timing")
     rounds: int = Field(3, gt=0)

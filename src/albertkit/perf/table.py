@@ -91,11 +91,17 @@ def format_table(result: BenchmarkResult) -> str:
         lines += ["", "| piece (albertkit, median of 3) | seconds |", "|---|---:|"]
         lines += [f"| {k} | {v:.3f} |" for k, v in ak.breakdown_s.items()]
     p = result.planner
-    lines.append(
-        f"memory planner: predicted {_mib(p.predicted_bytes)} MiB vs measured "
-        f"{_mib(p.measured_tensor_peak_bytes)} MiB peak of TensorFlow's allocator "
-        f"(x{p.predicted_over_measured:.2f})"
-    )
+    if p.measured_tensor_peak_bytes is not None and p.predicted_over_measured is not None:
+        lines.append(
+            f"memory planner: predicted {_mib(p.predicted_bytes)} MiB vs measured "
+            f"{_mib(p.measured_tensor_peak_bytes)} MiB peak of TensorFlow's allocator "
+            f"(x{p.predicted_over_measured:.2f})"
+        )
+    else:
+        lines.append(
+            f"memory planner: predicted {_mib(p.predicted_bytes)} MiB of tensors (the "
+            f"default CPU allocator does not count them: --tensor-stats measures on BFC)"
+        )
     if result.round_spread_pct:
         spreads = ", ".join(f"{f} {v:.1f}%" for f, v in result.round_spread_pct.items())
         lines.append(

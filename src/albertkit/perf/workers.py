@@ -142,19 +142,24 @@ class AlbertkitWorker:
         matmul = self.matmul()  # the device's peak now, under the load the steps will see
         # TensorFlow's allocator statistics (GPU, and CPU since TF 2.x) count exactly the
         # tensors of the step (XLA's buffers included): the quantity the planner predicts.
+        # On CPU they exist only with the BFC allocator (settings.tensor_stats).
         device = "GPU:0" if self.gpu else "CPU:0"
-        tf.config.experimental.reset_memory_stats(device)
+        try:
+            tf.config.experimental.reset_memory_stats(device)
+            counted = True
+        except ValueError:  # "Cannot reset memory stats": this allocator does not count
+            counted = False
         self.memory.reset()
         cpu0 = time.process_time()
         times = timed(self._run_step, n)
         cpu = time.process_time() - cpu0
-        tensors = tf.config.experimental.get_memory_info(device)
+        tensors = tf.config.experimental.get_memory_info(device) if counted else {}
         return {
             "times": times,
             "cpu_s": cpu,
             "peak_bytes": int(self.memory.peak()),
-            "tensor_peak_bytes": int(tensors["peak"]),
-            "tensor_current_bytes": int(tensors["current"]),
+            "tensor_peak_bytes": int(tensors["peak"]) if counted else None,
+            "tensor_current_bytes": int(tensors["current"]) if counted else None,
             **matmul,
         }
 

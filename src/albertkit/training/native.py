@@ -26,3 +26,26 @@ def limit_malloc_arenas(arenas: int) -> bool:
         return False
 
 
+
+
+def release_free_memory() -> bool:
+    """Give the heap memory glibc holds free back to the system (``malloc_trim(0)``).
+
+    Compiling a step (XLA's LLVM pipeline, or TensorFlow's graph optimisation) allocates
+    hundreds of MiB of short-lived memory; glibc keeps what was freed in its heaps, so it
+    stays resident for the whole run. Measured on ALBERT-base, seq 128, micro-batch 8,
+    float32 with XLA: resident memory after the first two steps 1,611 -> 1,224 MiB after a
+    trim, peak over the next steps 2,652 -> 2,422 MiB. False where glibc is not the C
+    library (nothing to do there).
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name or platform.system() != "Linux":
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        return bool(libc.malloc_trim(0))
+    except (OSError, AttributeError):
+        return False

@@ -36,6 +36,7 @@ import tensorflow as tf
 from albertkit.config import RuntimeConfig
 from albertkit.distributed.base import Distributor
 from albertkit.tasks.base import Batch, Stats, Task
+from albertkit.training.native import release_free_memory
 
 
 class TrainStep:
@@ -103,6 +104,8 @@ class TrainStep:
                                         reduce_retracing=True)
         self._train = self._replica_step if runtime.eager else tf.function(self._replica_step)
         self._halves = None  # (compute, apply) for split(), made at its first call
+        # Entry points whose first call (the compilation) has been followed by a heap trim.
+        self._trimmed: set[str] = set()
 
     @property
     def state_variables(self) -> list:
@@ -244,7 +247,22 @@ class TrainStep:
 
     def __call__(self, batch: Batch) -> dict[str, tf.Tensor]:
         """Run one optimizer step; returns summed stats plus grad_norm/loss_scale/finite."""
-        return self.distributor.local_value(self.distributor.run(self._train, batch))
+        out = self.distributor.local_value(self.distributor.run(self._train, batch))
+        self._after_first_call("train", out)
+        return out
+
+    def _after_first_call(self, name: str, out: dict[str, tf.Tensor]) -> None:
+        """After an entry point's first call (its compilation), give the memory the
+        compiler freed back to the system, so it is not resident for the whole run
+        (:func:`albertkit.training.native.release_free_memory`)."""
+        if name in self._trimmed:
+            return
+        self._trimmed.add(name)
+        for value in tf.nest.flatten(out):  # the call has finished once a result is read
+            if hasattr(value, "numpy"):
+                value.numpy()
+                break
+        release_free_memory()
 
     def split(self, batch: Batch) -> tuple[dict[str, tf.Tensor], dict[str, float]]:
         """One optimizer step run as its two halves, each timed to its end: the same
@@ -282,7 +300,9 @@ class TrainStep:
 
     def predict(self, batch: Batch) -> dict[str, tf.Tensor]:
         """The model's outputs (inference mode) for one local batch, compiled like training."""
-        return self.distributor.local_value(self.distributor.run(self._predict, batch))
+        out = self.distributor.local_value(self.distributor.run(self._predict, batch))
+        self._after_first_call("predict", out)
+        return out
 
     def evaluate_batch(self, batch: Batch) -> Stats:
         """Summed stats of one evaluation batch ``[micro_batch, ...]``, over all replicas."""
@@ -290,7 +310,9 @@ class TrainStep:
         def replica(b):
             return self.distributor.reduce_sum(self._eval(b))
 
-        return self.distributor.local_value(self.distributor.run(replica, batch))
+        out = self.distributor.local_value(self.distributor.run(replica, batch))
+        self._after_first_call("eval", out)
+        return out
 
 
 def kept_indices(losses: tf.Tensor, keep: int) -> tf.Tensor:
