@@ -57,7 +57,7 @@ def worker_env(tensor_stats: bool = False) -> dict[str, str]:
     TensorFlow's CPU allocator keeps the statistics the memory planner is checked against
     (``tf.config.experimental.get_memory_info("CPU:0")``) only when it is the BFC
     allocator. TensorFlow 2.21's CPU default is not BFC, and a training run uses the
-    default: BFC holds freed memory in its own pool, which measured 3,520 against 2,652 MiB
+    default: BFC holds freed memory in its own pool, which measured 3,371 against 2,383 MiB
     peak resident memory for ALBERT-base at seq 128, batch 8. So the workers run on the
     default allocator, as a training run does, unless ``tensor_stats`` asks for BFC (the
     planner check; a GPU always counts).
