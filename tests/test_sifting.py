@@ -9,15 +9,12 @@ import pytest
 import tensorflow as tf
 
 from albertkit.config import SiftingConfig, TrainerConfig
-from albertkit.distributed.single import SingleProcess
 from albertkit.models.footprint import training_flops
-from albertkit.tasks import build_task
-from albertkit.training.builders import resolve_spec
 from albertkit.training.checkpoint import CheckpointManager
-from albertkit.training.step import TrainStep, kept_indices
+from albertkit.training.step import kept_indices
 from albertkit.training.trainer import AlbertTrainer
 from conftest import make_tiny_config
-from test_step import PREDS, SEQ, VOCAB, fixed_batch, stack
+from test_step import PREDS, SEQ, VOCAB, build, fixed_batch, stack
 
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
               "classifier_dropout_prob": 0.0}
@@ -62,17 +59,6 @@ def config(sifting=None, accum=1, micro=4, xla=False, precision="float32") -> Tr
         data={"kind": "synthetic", "seq_length": SEQ, "max_predictions_per_seq": PREDS},
         optimizer={"kind": "adamw", "learning_rate": 1e-3},
         runtime=runtime)
-
-
-def build(cfg: TrainerConfig, accum: int):
-    import keras
-
-    keras.utils.set_random_seed(0)
-    task = build_task(cfg, resolve_spec(cfg))
-    model = task.build_model()
-    opt = cfg.optimizer.build(cfg.runtime.max_steps)
-    return task, model, TrainStep(task, model, opt, SingleProcess(), cfg.runtime, accum,
-                                  cfg.optimizer.clip_norm)
 
 
 @pytest.mark.parametrize(("accum", "xla"), [(1, False), (2, False), (2, True)])

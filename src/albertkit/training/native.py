@@ -13,19 +13,13 @@ def limit_malloc_arenas(arenas: int) -> bool:
     resident memory grows step after step (measured: 2.4 -> 3.3 GiB over 4 steps of
     ALBERT-base, stable at 2.35 GiB with 2 arenas). Call it before TensorFlow starts threads.
     """
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if not name or platform.system() != "Linux":
+    libc = _glibc()
+    if libc is None:
         return False
     try:
-        libc = ctypes.CDLL(name)
         return bool(libc.mallopt(-8, int(arenas)))  # M_ARENA_MAX = -8 (malloc.h)
-    except (OSError, AttributeError):
+    except AttributeError:
         return False
-
-
 
 
 def release_free_memory() -> bool:
@@ -38,14 +32,24 @@ def release_free_memory() -> bool:
     trim, peak over the next steps 2,652 -> 2,422 MiB. False where glibc is not the C
     library (nothing to do there).
     """
+    libc = _glibc()
+    if libc is None:
+        return False
+    try:
+        return bool(libc.malloc_trim(0))
+    except AttributeError:
+        return False
+
+
+def _glibc():
+    """The C library through ctypes on Linux, None elsewhere or when it cannot be loaded."""
     import ctypes
     import ctypes.util
 
     name = ctypes.util.find_library("c")
     if not name or platform.system() != "Linux":
-        return False
+        return None
     try:
-        libc = ctypes.CDLL(name)
-        return bool(libc.malloc_trim(0))
-    except (OSError, AttributeError):
-        return False
+        return ctypes.CDLL(name)
+    except OSError:
+        return None
