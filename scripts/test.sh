@@ -16,4 +16,4 @@ bash scripts/build_horovod.sh
 ruff check .
 bash scripts/lint_infra.sh
 export ALBERTKIT_FORBID_SKIPS=1 TF_CPP_MIN_LOG_LEVEL=2
-python -m pytest -q "$@"
+python -m pytest -q --durations=30 "$@"

@@ -48,3 +48,30 @@ def test_demo_data_disjoint_cached_and_readable(tmp_path):
     assert 0.0 < base["accuracy"] < 0.2 and base["targets"] > 500
     labels = tf.concat([b["next_sentence_labels"] for b in ds], 0).numpy()
     assert 0.4 < labels.mean() < 0.6
+
+
+class _Prepared(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("data_seed", "expected"), [(None, 7), (3, 3)])
+def test_demo_data_seed_defaults_to_runtime_seed(monkeypatch, tmp_path, data_seed, expected):
+    """data.seed fixes the corpus split, tokenizer and examples while runtime.seed varies."""
+    from types import SimpleNamespace
+
+    import albertkit.data.demo as demo
+    from albertkit.tasks.pretraining import PretrainingData
+
+    seeds = []
+
+    def fake_prepare(cfg, out, seed, **kw):
+        seeds.append(seed)
+        raise _Prepared
+
+    monkeypatch.setattr(demo, "prepare_demo_data", fake_prepare)
+    overrides = ["runtime.seed=7"] + ([] if data_seed is None else [f"data.seed={data_seed}"])
+    cfg = demo.demo_config(tmp_path / "run", overrides=overrides)
+    task = SimpleNamespace(spec=SimpleNamespace(vocab_size=3000))
+    with pytest.raises(_Prepared):
+        PretrainingData(cfg, task, distributor=None)
+    assert seeds == [expected]

@@ -23,6 +23,9 @@ from albertkit.cli.train import (
 from albertkit.training.run_logger import setup_console_logging
 
 log = logging.getLogger("albertkit")
+# Commands that start TensorFlow: without --debug they start it with its C++ start-up lines
+# held back (albertkit.tfstart).
+TENSORFLOW_COMMANDS = frozenset({"pretrain", "finetune", "demo", "evaluate", "export"})
 
 
 # ---------------------------------------------------------------------- parser
@@ -87,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(argv)  # re-used by the local N-process launcher (--nproc)
     setup_console_logging(debug=args.debug)
     try:
+        if args.command in TENSORFLOW_COMMANDS and not args.debug:
+            from albertkit.tfstart import quiet_start
+
+            quiet_start()
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -246,6 +246,11 @@ class DemoData(_PretrainingShape):
     shuffle_buffer: int = Field(
         10000, ge=0, description="Size of the training shuffle buffer, in examples."
     )
+    seed: int | None = Field(
+        None, ge=0,
+        description="Seed of the corpus split, the tokenizer and the written examples; unset: "
+        "runtime.seed. Set it to vary only the model's seed between runs on the same data.",
+    )
 
 
 class SquadData(_Section):

@@ -277,7 +277,8 @@ class PretrainingData:
         if d.kind == "demo":
             from albertkit.data.demo import prepare_demo_data
 
-            files = prepare_demo_data(d, Path(cfg.run_dir) / "data", seed=cfg.runtime.seed)
+            data_seed = cfg.runtime.seed if d.seed is None else d.seed
+            files = prepare_demo_data(d, Path(cfg.run_dir) / "data", seed=data_seed)
             self.train_files, self.eval_files = list(files.train_files), list(files.eval_files)
             self._tokenizer_dir = Path(files.tokenizer_dir)
             if files.vocab_size > vocab_size:

@@ -1,0 +1,78 @@
+"""The CLI starts TensorFlow without its C++ start-up lines, unless --debug; a broken
+TensorFlow still explains itself."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+# Lines TensorFlow 2.21 writes on a machine without a GPU, whatever TF_CPP_MIN_LOG_LEVEL says
+# (absl logs before TensorFlow's level applies), and the ERROR line of the first device query.
+BANNERS = ("absl::InitializeLog", "Could not find cuda drivers", "failed call to cuInit")
+
+
+def _run(args, env_extra=None, **kw):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
+                          timeout=300, **kw)
+
+
+def _banners(text: str) -> list[str]:
+    return [b for b in BANNERS if b in text]
+
+
+def test_cli_hides_tensorflow_start_lines_unless_debug(tmp_path):
+    plain = _run(["-c", "import tensorflow as tf; tf.config.list_physical_devices()"],
+                 {"TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert _banners(plain.stderr), (
+        "TensorFlow printed none of its start-up lines here: albertkit.tfstart may no longer "
+        f"be needed (stderr: {plain.stderr[-500:]!r})")
+    cmd = ["-m", "albertkit.cli", "export", str(tmp_path / "no-such-run"), str(tmp_path / "out")]
+    quiet = _run(cmd)
+    assert quiet.returncode == 2
+    assert "error:" in quiet.stderr  # our own message still reaches the user
+    assert _banners(quiet.stderr) == [], quiet.stderr
+    debug = _run(["-m", "albertkit.cli", "--debug", *cmd[2:]])
+    assert debug.returncode != 0
+    assert _banners(debug.stderr), debug.stderr
+
+
+def _fake_tensorflow(root, body: str) -> dict:
+    pkg = root / "tensorflow"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent(body))
+    return {"PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def test_quiet_start_captures_start_lines_and_returns_them(tmp_path):
+    env = _fake_tensorflow(tmp_path, """
+        import os, types
+        os.write(2, b"C++ banner line\\n")
+        config = types.SimpleNamespace(
+            list_physical_devices=lambda: os.write(2, b"device query line\\n"))
+    """)
+    code = ("from albertkit.tfstart import quiet_start\n"
+            "text = quiet_start()\n"
+            "print(repr(text))\n"
+            "print(repr(quiet_start()))\n")
+    r = _run(["-c", code], env)
+    assert r.returncode == 0, r.stderr
+    assert "banner" not in r.stderr and "device query" not in r.stderr
+    first, second = r.stdout.splitlines()
+    assert "C++ banner line" in first and "device query line" in first
+    assert second == "''"  # already started: nothing done
+
+
+def test_quiet_start_shows_what_a_broken_tensorflow_wrote(tmp_path):
+    env = _fake_tensorflow(tmp_path, """
+        import os
+        os.write(2, b"libtensorflow_framework.so.2: cannot open shared object file\\n")
+        raise ImportError("broken installation")
+    """)
+    r = _run(["-c", "from albertkit.tfstart import quiet_start; quiet_start()"], env)
+    assert r.returncode == 1
+    assert "cannot open shared object file" in r.stderr
+    assert "ImportError: broken installation" in r.stderr
