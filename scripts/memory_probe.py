@@ -5,7 +5,8 @@ Hugging Face's PyTorch ALBERT) in this process and prints, in MiB, the resident 
 (``/proc/self/status``: total, anonymous, file-backed) at each stage:
 
 * ``start``: the interpreter;
-* ``import``: after importing the framework (its shared libraries and Python modules);
+* ``import``: after importing the framework (its shared libraries and Python modules;
+  albertkit: :func:`albertkit.tfstart.start_tensorflow`, or ``--plain-import``);
 * ``warm``: after building the model and running the warm-up steps (compilation included);
 * ``peak``: the high-water mark over the timed steps (reset with ``/proc/self/clear_refs``
   first), and the resident memory right after them.
@@ -51,8 +52,12 @@ def _child(args: argparse.Namespace) -> None:
         precision=args.precision, steps=args.steps, warmup=args.warmup, rounds=1,
     )
     if args.framework == "albertkit":
-        import tensorflow  # noqa: F401 - the import is a stage
+        if args.plain_import:
+            import tensorflow  # noqa: F401 - the import is a stage
+        else:
+            from albertkit.tfstart import start_tensorflow
 
+            start_tensorflow(quiet=False)  # as albertkit's processes start it
         from albertkit.perf.workers import AlbertkitWorker as Worker
     else:
         import torch  # noqa: F401
@@ -84,6 +89,9 @@ def main() -> int:
     p.add_argument("--precision", default="float32")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--plain-import", action="store_true",
+                   help="albertkit: a plain `import tensorflow` (with the optional packages it "
+                   "pulls in) instead of albertkit's start_tensorflow")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -99,6 +107,7 @@ def main() -> int:
     m = r["marks"]
     print(f"{args.framework}, {args.size} seq {args.seq_length} x {args.micro_batch}, "
           f"{args.precision}, allocator {args.allocator}"
+          f"{', plain import tensorflow' if args.plain_import else ''}"
           f"{', arenas ' + str(args.arenas) if args.arenas else ''} (MiB)")
     print("| stage | resident | anonymous | file-backed |")
     print("|---|---:|---:|---:|")

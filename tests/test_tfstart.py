@@ -1,8 +1,10 @@
-"""The CLI starts TensorFlow without its C++ start-up lines, unless --debug; a broken
-TensorFlow still explains itself."""
+"""albertkit's processes start TensorFlow lean (without the optional packages it would pull
+in) and, from the CLI, without its C++ start-up lines unless --debug; a broken TensorFlow still
+explains itself."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -47,17 +49,17 @@ def _fake_tensorflow(root, body: str) -> dict:
     return {"PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
-def test_quiet_start_captures_start_lines_and_returns_them(tmp_path):
+def test_start_tensorflow_captures_start_lines_and_returns_them(tmp_path):
     env = _fake_tensorflow(tmp_path, """
         import os, types
         os.write(2, b"C++ banner line\\n")
         config = types.SimpleNamespace(
             list_physical_devices=lambda: os.write(2, b"device query line\\n"))
     """)
-    code = ("from albertkit.tfstart import quiet_start\n"
-            "text = quiet_start()\n"
+    code = ("from albertkit.tfstart import start_tensorflow\n"
+            "text = start_tensorflow(quiet=True)\n"
             "print(repr(text))\n"
-            "print(repr(quiet_start()))\n")
+            "print(repr(start_tensorflow(quiet=True)))\n")
     r = _run(["-c", code], env)
     assert r.returncode == 0, r.stderr
     assert "banner" not in r.stderr and "device query" not in r.stderr
@@ -66,13 +68,35 @@ def test_quiet_start_captures_start_lines_and_returns_them(tmp_path):
     assert second == "''"  # already started: nothing done
 
 
-def test_quiet_start_shows_what_a_broken_tensorflow_wrote(tmp_path):
+def test_start_tensorflow_shows_what_a_broken_tensorflow_wrote(tmp_path):
     env = _fake_tensorflow(tmp_path, """
         import os
         os.write(2, b"libtensorflow_framework.so.2: cannot open shared object file\\n")
         raise ImportError("broken installation")
     """)
-    r = _run(["-c", "from albertkit.tfstart import quiet_start; quiet_start()"], env)
+    r = _run(["-c", "from albertkit.tfstart import start_tensorflow; start_tensorflow()"], env)
     assert r.returncode == 1
     assert "cannot open shared object file" in r.stderr
     assert "ImportError: broken installation" in r.stderr
+
+
+_LOADED = ("import sys, importlib.util\n"
+           "from albertkit.tfstart import UNUSED_OPTIONAL_PACKAGES as P\n"
+           "print([m for m in P if importlib.util.find_spec(m)])\n"
+           "print([m for m in P if sys.modules.get(m) is not None])\n")
+
+
+def test_start_tensorflow_leaves_unused_optional_packages_out():
+    plain = _run(["-c", "import tensorflow\n" + _LOADED], {"TF_CPP_MIN_LOG_LEVEL": "3"})
+    installed, loaded = (ast.literal_eval(line) for line in plain.stdout.splitlines())
+    assert "sklearn" in installed  # the test extra installs scikit-learn
+    assert loaded, "a plain import pulls in none of them: albertkit.tfstart's list is stale"
+    lean = _run(["-c", "from albertkit.tfstart import start_tensorflow\n"
+                       "start_tensorflow(quiet=False)\n" + _LOADED +
+                       "import sklearn, scipy.sparse, tensorflow as tf\n"
+                       "print(tf.reduce_sum(tf.ones([3])).numpy())\n"],
+                {"TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert lean.returncode == 0, lean.stderr
+    installed_l, loaded_l, total = lean.stdout.splitlines()
+    assert ast.literal_eval(loaded_l) == []
+    assert total == "3.0"  # and they still import afterwards (the line above ran)

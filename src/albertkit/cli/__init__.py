@@ -23,8 +23,8 @@ from albertkit.cli.train import (
 from albertkit.training.run_logger import setup_console_logging
 
 log = logging.getLogger("albertkit")
-# Commands that start TensorFlow: without --debug they start it with its C++ start-up lines
-# held back (albertkit.tfstart).
+# Commands that start TensorFlow: they start it lean, and without --debug with its C++ start-up
+# lines held back (albertkit.tfstart).
 TENSORFLOW_COMMANDS = frozenset({"pretrain", "finetune", "demo", "evaluate", "export"})
 
 
@@ -81,6 +81,14 @@ def _error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {kept or text.strip()}"
 
 
+def _supervises(args: argparse.Namespace) -> bool:
+    """Whether this process only supervises ``--nproc`` local processes (it then never
+    starts TensorFlow; they do)."""
+    from albertkit.distributed.launch import LAUNCHED_ENV
+
+    return bool(getattr(args, "nproc", None)) and not os.environ.get(LAUNCHED_ENV)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--debug" not in argv:
@@ -90,10 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(argv)  # re-used by the local N-process launcher (--nproc)
     setup_console_logging(debug=args.debug)
     try:
-        if args.command in TENSORFLOW_COMMANDS and not args.debug:
-            from albertkit.tfstart import quiet_start
+        if args.command in TENSORFLOW_COMMANDS and not _supervises(args):
+            from albertkit.tfstart import start_tensorflow
 
-            quiet_start()
+            start_tensorflow(quiet=not args.debug)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

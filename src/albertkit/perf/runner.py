@@ -45,6 +45,7 @@ from albertkit.perf.result import (
     Round,
 )
 from albertkit.perf.settings import BenchmarkSettings
+from albertkit.tfstart import start_tensorflow
 from albertkit.training.native import limit_malloc_arenas
 
 # Replies are found by this prefix: libraries may print to stdout too.
@@ -79,6 +80,8 @@ def worker_main(framework: str, settings_json: str) -> int:
     settings = BenchmarkSettings.model_validate_json(settings_json)
     if settings.malloc_arenas:
         limit_malloc_arenas(settings.malloc_arenas)
+    if framework == "albertkit":
+        start_tensorflow(quiet=False)  # as the trainer's process starts it (stderr is kept)
     worker = AlbertkitWorker(settings) if framework == "albertkit" else HFWorker(settings)
     out = sys.stdout
     for line in sys.stdin:
@@ -107,6 +110,7 @@ def rank_main(settings_json: str) -> int:
     settings = BenchmarkSettings.model_validate_json(settings_json)
     if settings.malloc_arenas:
         limit_malloc_arenas(settings.malloc_arenas)
+    start_tensorflow(quiet=False)
     distributor = build_distributor(DistributedConfig(backend="tf_multiworker"))
     worker = AlbertkitWorker(settings, distributor)
     info = worker.setup()

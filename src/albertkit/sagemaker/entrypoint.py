@@ -373,12 +373,14 @@ def main(
     root_dir: str | os.PathLike = SAGEMAKER_ROOT,
 ) -> int:
     """Entry point of ``albertkit_entry.py``; ``argv`` holds the SDK's ``--key value`` pairs."""
+    from albertkit.tfstart import start_tensorflow
     from albertkit.training.run_logger import setup_console_logging
 
     setup_console_logging()
     environ = os.environ if environ is None else environ
     try:
         env = read_container_env(environ, root_dir, argv)
+        start_tensorflow(quiet=False)  # lean; a job's log keeps TensorFlow's own lines
         with registered_trainer(environ):
             return run(env)
     except ConfigError as e:
