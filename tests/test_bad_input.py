@@ -181,8 +181,11 @@ CONFIG_CASES = [
      r"invalid configuration: data\.seq_len: Extra inputs are not permitted \(got 64\)"),
     ("wrong_type_int", _set("runtime.max_steps", "ten"), [],
      r"runtime\.max_steps: Input should be a valid integer.*\(got 'ten'\)"),
-    ("wrong_type_bool", _set("runtime.remat", "sometimes"), [],
-     r"runtime\.remat: Input should be a valid boolean.*\(got 'sometimes'\)"),
+    ("wrong_type_bool", _set("runtime.eager", "sometimes"), [],
+     r"runtime\.eager: Input should be a valid boolean.*\(got 'sometimes'\)"),
+    ("wrong_remat_choice", _set("runtime.remat", "sometimes"), [],
+     r"runtime\.remat: should be selective, full or none \(or true = full, false = none\) "
+     r"\(got 'sometimes'\)$"),
     ("wrong_xla_choice", _set("runtime.xla", "sometimes"), [],
      r"runtime\.xla: should be auto, true or false \(got 'sometimes'\)$"),
     ("unknown_kind", _set("data.kind", "synthetc"), [],

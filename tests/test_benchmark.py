@@ -147,8 +147,8 @@ def test_estimate_memory_hand_computed():
         "optimizer": 8 * n,
     }
     per_seq = activation_bytes_per_sequence(spec, t, p, "float32")
-    # layers: 2 applications x 10 tokens x 4 bytes x (16 x 16 + 2 x 32)
-    assert per_seq["layers"] == 2 * 10 * 4 * (16 * 16 + 2 * 32)
+    # layers: 2 applications x 10 tokens x 4 bytes x (8 x 16 + 4 x 32)
+    assert per_seq["layers"] == 2 * 10 * 4 * (8 * 16 + 4 * 32)
     # attention probabilities: 2 x 10 tokens x 2 heads x 10 keys x 4 bytes
     assert per_seq["attention_probs"] == 2 * 10 * 2 * 10 * 4
     assert est.activation_bytes == pytest.approx(b * sum(per_seq.values()))
@@ -295,12 +295,12 @@ def test_worker_builds_the_trainers_model_and_step():
     from albertkit.training.builders import build_model_and_step
 
     settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
-                                 micro_batch=2, accumulation=2, remat=True, xla=False)
+                                 micro_batch=2, accumulation=2, remat="full", xla=False)
     cfg = trainer_config(settings)
-    assert cfg.runtime.remat and cfg.runtime.accumulation_steps(1) == 2
+    assert cfg.runtime.remat == "full" and cfg.runtime.accumulation_steps(1) == 2
     assert cfg.model.spec == settings.spec
     built = build_model_and_step(cfg, SingleProcess())
-    assert built.model.get_config()["remat"] is True
+    assert built.model.get_config()["remat"] == "full"
     assert built.step.model is built.model and built.accum == 2
 
 
@@ -471,13 +471,15 @@ def test_cli_arguments_and_errors():
 # ----------------------------------------------------------------------------- remat
 @pytest.mark.parametrize("jit", [False, True], ids=["graph", "xla"])
 def test_remat_gives_the_same_gradients(jit):
-    """AlbertEncoder(remat=True) recomputes layers; gradients must not change."""
+    """Every remat mode recomputes something else; loss and gradients must not change, with
+    dropout on: a recomputation must drop exactly what its forward pass dropped."""
     import keras
     import tensorflow as tf
 
     from albertkit.models.albert import AlbertForPretraining
 
-    spec = AlbertSpec(**{**SMALL.model_dump(), "num_hidden_groups": 2, "inner_group_num": 2})
+    spec = AlbertSpec(**{**SMALL.model_dump(), "num_hidden_groups": 2, "inner_group_num": 2,
+                         "hidden_dropout_prob": 0.2, "attention_probs_dropout_prob": 0.2})
     rng = np.random.default_rng(0)
     batch = {
         "input_ids": tf.constant(rng.integers(5, 100, (3, 12)), tf.int32),
@@ -485,8 +487,8 @@ def test_remat_gives_the_same_gradients(jit):
         "segment_ids": tf.zeros((3, 12), tf.int32),
         "masked_lm_positions": tf.constant(rng.integers(0, 5, (3, 4)), tf.int32),
     }
-    grads = {}
-    for remat in (False, True):
+    losses, grads = {}, {}
+    for remat in ("none", "selective", "full", True):
         keras.utils.set_random_seed(0)
         model = AlbertForPretraining(spec, remat=remat)
         model.build_for(seq_length=12, max_predictions=4)
@@ -498,12 +500,18 @@ def test_remat_gives_the_same_gradients(jit):
                 loss = tf.reduce_sum(tf.square(out["mlm_logits"])) + tf.reduce_sum(
                     out["sop_logits"]
                 )
-            return [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)]
+            grads = tape.gradient(loss, model.trainable_variables)
+            return loss, [tf.convert_to_tensor(g) for g in grads]
 
-        grads[remat] = [g.numpy() for g in fn()]
-        assert model.get_config()["remat"] is remat
-    for a, b in zip(grads[False], grads[True], strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        loss, g = fn()
+        losses[remat], grads[remat] = float(loss), [x.numpy() for x in g]
+        assert model.get_config()["remat"] == {True: "full"}.get(remat, remat)
+    # dropout is on: a second call draws other masks
+    assert losses["none"] != pytest.approx(float(fn()[0]), rel=1e-6)
+    for mode in ("selective", "full", True):
+        assert losses[mode] == pytest.approx(losses["none"], rel=1e-6)
+        for a, b in zip(grads["none"], grads[mode], strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_remat_planner_keeps_layer_inputs_only():
@@ -519,6 +527,25 @@ def test_remat_planner_keeps_layer_inputs_only():
     big = estimate_memory(spec, 512, 64, remat=True)
     assert big.activations["remat_peak"] == 64 * remat["recomputed_layer"]
     assert big.peak_bytes < 0.3 * estimate_memory(spec, 512, 64).peak_bytes
+
+
+def test_selective_planner_drops_the_recomputed_tensors():
+    """remat "selective" keeps 2 F-wide tensors fewer per token and layer and no T x T
+    probabilities, only one layer's recomputed ones (with their gradient) at a time."""
+    spec = AlbertSpec(**SIZES["base"])
+    for xla in (True, False):
+        none = activation_bytes_per_sequence(spec, 512, 77, "float32", xla=xla)
+        sel = activation_bytes_per_sequence(spec, 512, 77, "float32", remat="selective", xla=xla)
+        assert "attention_probs" in none and "attention_probs" not in sel
+        assert sel["recomputed_attention"] == 12 * 512 * 512 * 8
+        assert sel["embeddings"] == none["embeddings"] and sel["mlm_head"] == none["mlm_head"]
+        hidden_saved = 0 if xla else 7 * 768  # the unfused path also drops head-major copies
+        ffn_saved = 2 * 3072 if xla else 4 * 3072
+        assert none["layers"] - sel["layers"] == 12 * 512 * 4 * (hidden_saved + ffn_saved)
+    est = estimate_memory(spec, 512, 4, remat="selective")
+    assert est.peak_bytes < 0.65 * estimate_memory(spec, 512, 4).peak_bytes
+    with pytest.raises(ValueError, match="remat='some'"):
+        estimate_memory(spec, 512, 4, remat="some")
 
 
 def test_breakdown_follows_the_resolved_xla_plan(monkeypatch):

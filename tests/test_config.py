@@ -182,3 +182,13 @@ def test_config_package_does_not_import_sagemaker():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("given, mode", [(None, "selective"), ("full", "full"), ("none", "none"),
+                                         (True, "full"), (False, "none")])
+def test_remat_default_and_legacy_booleans(given, mode):
+    """runtime.remat defaults to selective; albertkit 0.1's booleans mean full / none."""
+    from albertkit.config.sections import RuntimeConfig
+
+    cfg = RuntimeConfig() if given is None else RuntimeConfig(remat=given)
+    assert cfg.remat == mode

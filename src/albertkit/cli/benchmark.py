@@ -76,8 +76,12 @@ def add_benchmark_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
     p.add_argument(
         "--remat",
-        action="store_true",
-        help="albertkit recomputes each layer in the backward pass (less memory)",
+        nargs="?",
+        const="full",
+        default="selective",
+        choices=["none", "selective", "full"],
+        help="what albertkit recomputes in the backward pass (runtime.remat; default "
+        "selective; bare --remat: full, each layer)",
     )
     p.add_argument(
         "--malloc-arenas",

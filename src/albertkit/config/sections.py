@@ -567,10 +567,12 @@ class RuntimeConfig(_Section):
         description="Run the step eagerly, without tf.function (debugging; excludes "
         "xla=true, makes auto mean off).",
     )
-    remat: StrictBool = Field(
-        False,
-        description="Recompute each transformer layer in the backward pass (less activation "
-        "memory, about a third more compute).",
+    remat: Literal["none", "selective", "full"] | StrictBool = Field(
+        "selective",
+        description="What the backward pass recomputes instead of keeping: selective (each "
+        "layer's attention core and FFN activation: much less activation memory for a few "
+        "percent of FLOPs), full (every transformer layer: least memory, about a third more "
+        "compute) or none; true/false mean full/none (docs/memory.md).",
     )
     malloc_arenas: int | None = Field(
         None,
@@ -623,6 +625,16 @@ class RuntimeConfig(_Section):
         if value == "auto" or isinstance(value, bool):
             return value
         raise ValueError("should be auto, true or false")
+
+    @field_validator("remat", mode="before")
+    @classmethod
+    def _remat_choice(cls, value: Any) -> Any:
+        # albertkit 0.1's booleans name the modes they meant: true = full, false = none
+        if isinstance(value, bool):
+            return "full" if value else "none"
+        if value in ("none", "selective", "full"):
+            return value
+        raise ValueError("should be selective, full or none (or true = full, false = none)")
 
     def xla_plan(self, device: DeviceKind | None = None) -> XlaPlan:
         """Which parts of the step XLA compiles on ``device`` (default: the one TensorFlow

@@ -33,6 +33,7 @@ ALBERT v2 uses no dropout, so inference and v2 training are unaffected.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import math
 from collections.abc import Callable
@@ -42,6 +43,7 @@ import keras
 from keras import ops
 
 from albertkit.config.sizes import AlbertSpec
+from albertkit.models.footprint import RematMode, remat_mode
 
 # Added to attention scores of padding keys (in float32, before the softmax). Google's BERT
 # and ALBERT use -10000: exp(-1e4) underflows to exactly 0 in float32, and the value is
@@ -137,6 +139,26 @@ def _as_float32(outputs: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- layers
+# Seeds drawn before a recomputed ("full" remat) layer application, by Dropout layer id:
+# the forward pass and its recomputation in the backward pass must drop the same elements,
+# so neither may advance a generator inside the recomputed function.
+_DRAWN_SEEDS: contextvars.ContextVar[dict[int, Any] | None] = contextvars.ContextVar(
+    "albertkit_drawn_dropout_seeds", default=None
+)
+
+
+class _DrawnSeed(keras.random.SeedGenerator):
+    """A seed already drawn (a tensor) standing in for a generator: ``keras.random`` takes
+    its value as is and no state advances. Holds no variable (the base initialiser, which
+    creates one, is deliberately not called)."""
+
+    def __init__(self, value: Any):  # noqa: D107 - no SeedGenerator state on purpose
+        self._value = value
+
+    def next(self, ordered: bool = True) -> Any:
+        return self._value
+
+
 class Dropout(keras.layers.Layer):
     """Dropout whose RNG state variable has a deterministic path.
 
@@ -158,10 +180,27 @@ class Dropout(keras.layers.Layer):
             self.seed_generator = keras.random.SeedGenerator(name="seed_generator")
         self.built = True
 
+    def _seed(self) -> keras.random.SeedGenerator:
+        drawn = _DRAWN_SEEDS.get()
+        if drawn is not None and id(self) in drawn:
+            return _DrawnSeed(drawn[id(self)])
+        return self.seed_generator
+
     def call(self, x: Any, training: bool = False) -> Any:
         if training and self.seed_generator is not None:
-            return keras.random.dropout(x, self.rate, seed=self.seed_generator)
+            return keras.random.dropout(x, self.rate, seed=self._seed())
         return x
+
+    def keep_mask(self, shape: Any) -> Any:
+        """A boolean mask of the elements to keep (each with probability 1 - rate), drawn
+        from this layer's generator; None when the rate is 0."""
+        if self.seed_generator is None:
+            return None
+        return keras.random.uniform(shape, seed=self._seed()) >= self.rate
+
+    def apply_keep(self, x: Any, keep: Any) -> Any:
+        """Dropout with a mask from :meth:`keep_mask`: kept elements scaled by 1 / (1 - rate)."""
+        return ops.where(keep, x * (1.0 / (1.0 - self.rate)), ops.zeros_like(x))
 
 
 class AlbertEmbeddings(keras.layers.Layer):
@@ -200,11 +239,16 @@ class AlbertEmbeddings(keras.layers.Layer):
 
 
 class AlbertAttention(keras.layers.Layer):
-    """Multi-head self-attention with output projection, dropout and (post- or pre-) LayerNorm."""
+    """Multi-head self-attention with output projection, dropout and (post- or pre-) LayerNorm.
 
-    def __init__(self, spec: AlbertSpec, **kwargs: Any):
+    With ``recompute`` the attention core (:meth:`_attend`) is recomputed in training's
+    backward pass instead of keeping its T x T tensors.
+    """
+
+    def __init__(self, spec: AlbertSpec, recompute: bool = False, **kwargs: Any):
         super().__init__(**kwargs)
         self.spec = spec
+        self.recompute = recompute
         dt = self.dtype_policy
         h = spec.hidden_size
         self.query = _dense(spec, h, "query", dt)
@@ -230,21 +274,44 @@ class AlbertAttention(keras.layers.Layer):
         x = ops.reshape(x, (batch, length, s.num_attention_heads, s.head_size))
         return ops.transpose(x, (0, 2, 1, 3))  # [B, heads, T, head_size]
 
-    def call(self, hidden: Any, attention_bias: Any, training: bool = False) -> Any:
+    def _attend(self, q: Any, k: Any, v: Any, attention_bias: Any, keep: Any = None) -> Any:
+        """The attention core, token-major [B, T, H] Q, K, V -> context [B, T, H]: heads,
+        scores, softmax, dropout (``keep``: the kept probabilities, drawn by the caller), the
+        weighted sum of values and the heads merged back."""
         s = self.spec
-        batch, length = ops.shape(hidden)[0], ops.shape(hidden)[1]
-        x = self.layer_norm(hidden) if s.pre_layer_norm else hidden
-        q = self._heads(self.query(x), batch, length)
-        k = self._heads(self.key(x), batch, length)
-        v = self._heads(self.value(x), batch, length)
+        batch, length = ops.shape(q)[0], ops.shape(q)[1]
+        q, k, v = (self._heads(t, batch, length) for t in (q, k, v))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(s.head_size))
         # Softmax in float32 whatever the compute dtype (stable under float16 / bfloat16).
         # Keras casts float call arguments to the compute dtype, hence the cast of the bias.
         scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
-        probs = ops.softmax(scores, axis=-1)
-        probs = self.attention_dropout(ops.cast(probs, self.compute_dtype), training=training)
+        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+        if keep is not None:
+            probs = self.attention_dropout.apply_keep(probs, keep)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
-        context = ops.reshape(context, (batch, length, s.hidden_size))
+        return ops.reshape(context, (batch, length, s.hidden_size))
+
+    def call(self, hidden: Any, attention_bias: Any, training: bool = False) -> Any:
+        s = self.spec
+        batch, length = ops.shape(hidden)[0], ops.shape(hidden)[1]
+        x = self.layer_norm(hidden) if s.pre_layer_norm else hidden
+        keep = None
+        if training:
+            keep = self.attention_dropout.keep_mask(
+                (batch, s.num_attention_heads, length, length)
+            )
+        args = (self.query(x), self.key(x), self.value(x), attention_bias)
+        if training and self.recompute:
+            # Selective recomputation (Korthikanti et al. 2022, "Reducing Activation
+            # Recomputation in Large Transformer Models", https://arxiv.org/abs/2205.05198):
+            # the T x T scores and probabilities and the head-major copies are not kept for
+            # the backward pass but recomputed from Q, K and V, a few percent of the layer's
+            # FLOPs. The dropout mask is drawn outside, so the recomputation sees the same one.
+            # The boolean mask is bound, not passed: recompute_grad differentiates every
+            # positional argument.
+            context = keras.remat(functools.partial(self._attend, keep=keep))(*args)
+        else:
+            context = self._attend(*args, keep=keep)
         out = self.output_dropout(self.dense(context), training=training)
         if s.pre_layer_norm:
             return hidden + out
@@ -252,13 +319,20 @@ class AlbertAttention(keras.layers.Layer):
 
 
 class AlbertLayer(keras.layers.Layer):
-    """One transformer layer: attention block then feed-forward block."""
+    """One transformer layer: attention block then feed-forward block.
 
-    def __init__(self, spec: AlbertSpec, **kwargs: Any):
+    ``recompute`` ("selective" remat): in training, the attention core and the FFN
+    activation are recomputed in the backward pass instead of keeping their intermediates.
+    """
+
+    def __init__(self, spec: AlbertSpec, recompute: bool = False, **kwargs: Any):
         super().__init__(**kwargs)
         self.spec = spec
+        self.recompute = recompute
         dt = self.dtype_policy
-        self.attention = AlbertAttention(spec, name="attention", dtype=dt)
+        self.attention = AlbertAttention(
+            spec, recompute=recompute, name="attention", dtype=dt
+        )
         self.ffn = _dense(spec, spec.intermediate_size, "ffn", dt)
         self.ffn_output = _dense(spec, spec.hidden_size, "ffn_output", dt)
         self.full_layer_layer_norm = _layer_norm(spec, "full_layer_layer_norm", dt)
@@ -274,10 +348,18 @@ class AlbertLayer(keras.layers.Layer):
         self.dropout.build()
         self.built = True
 
+    def dropouts(self) -> list[Dropout]:
+        """This layer's Dropout layers (attention probabilities, attention output, FFN output)."""
+        return [self.attention.attention_dropout, self.attention.output_dropout, self.dropout]
+
     def call(self, hidden: Any, attention_bias: Any, training: bool = False) -> Any:
         a = self.attention(hidden, attention_bias, training=training)
         x = self.full_layer_layer_norm(a) if self.spec.pre_layer_norm else a
-        f = self.dropout(self.ffn_output(self.act(self.ffn(x))), training=training)
+        h = self.ffn(x)
+        # Autodiff of the activation keeps its elementwise intermediates (for gelu_new: the
+        # cube, tanh and products, each F-wide); recomputed, only its input is kept.
+        h = keras.remat(self.act)(h) if training and self.recompute else self.act(h)
+        f = self.dropout(self.ffn_output(h), training=training)
         if self.spec.pre_layer_norm:
             return a + f
         return self.full_layer_layer_norm(a + f)
@@ -286,11 +368,11 @@ class AlbertLayer(keras.layers.Layer):
 class AlbertLayerGroup(keras.layers.Layer):
     """``inner_group_num`` transformer layers applied in turn (one set of shared parameters)."""
 
-    def __init__(self, spec: AlbertSpec, **kwargs: Any):
+    def __init__(self, spec: AlbertSpec, recompute: bool = False, **kwargs: Any):
         super().__init__(**kwargs)
         self.spec = spec
         self.albert_layers = [
-            AlbertLayer(spec, name=f"layer_{i}", dtype=self.dtype_policy)
+            AlbertLayer(spec, recompute, name=f"layer_{i}", dtype=self.dtype_policy)
             for i in range(spec.inner_group_num)
         ]
 
@@ -338,10 +420,13 @@ class AlbertEncoder(keras.Model):
             ``"mixed_bfloat16"``) or None for Keras' default.
         add_pooling_layer: build the tanh pooler (HF's question-answering and masked-LM
             models have none).
-        remat: in training, recompute each transformer-layer application in the backward
-            pass instead of keeping its activations (``keras.remat``, gradient
-            checkpointing): activation memory drops to one layer's plus each layer's input,
-            for about one extra forward pass of compute (docs/performance.md).
+        remat: what training recomputes in the backward pass instead of keeping
+            (``keras.remat``, gradient checkpointing; :data:`RematMode`): ``"none"``,
+            ``"selective"`` (each layer's attention core and FFN activation: at base seq 512
+            a third less peak memory, no measurable time; docs/memory.md) or ``"full"``
+            (each transformer-layer application: activation memory drops to one layer's
+            plus each layer's input, for about one extra forward pass). True means
+            ``"full"``, False ``"none"``.
 
     Example:
         >>> from albertkit.config.sizes import SIZES, AlbertSpec
@@ -357,7 +442,7 @@ class AlbertEncoder(keras.Model):
         dtype: Any = None,
         add_pooling_layer: bool = True,
         name: str = "albert",
-        remat: bool = False,
+        remat: RematMode | bool = "none",
         **kwargs: Any,
     ):
         super().__init__(name=name, dtype=_check_dtype(dtype), **kwargs)
@@ -365,14 +450,14 @@ class AlbertEncoder(keras.Model):
             raise TypeError(f"spec must be an AlbertSpec, got {type(spec).__name__}")
         self.spec = spec
         self.add_pooling_layer = add_pooling_layer
-        self.remat = bool(remat)
+        self.remat = remat_mode(remat)
         dt = self.dtype_policy
         self.embeddings = AlbertEmbeddings(spec, name="embeddings", dtype=dt)
         self.embedding_hidden_mapping_in = _dense(
             spec, spec.hidden_size, "embedding_hidden_mapping_in", dt
         )
         self.albert_layer_groups = [
-            AlbertLayerGroup(spec, name=f"group_{g}", dtype=dt)
+            AlbertLayerGroup(spec, self.remat == "selective", name=f"group_{g}", dtype=dt)
             for g in range(spec.num_hidden_groups)
         ]
         self.final_layer_norm = (
@@ -413,9 +498,8 @@ class AlbertEncoder(keras.Model):
         hidden = self.embedding_hidden_mapping_in(hidden)
         for i in range(self.spec.num_hidden_layers):
             group = self.albert_layer_groups[self.group_index(i)]
-            if self.remat and training:
-                # keyword arguments are bound first: TF's recompute_grad takes positionals only
-                hidden = keras.remat(functools.partial(group, training=True))(hidden, bias)
+            if self.remat == "full" and training:
+                hidden = self._recomputed(group, hidden, bias)
             else:
                 hidden = group(hidden, bias, training=training)
         if self.final_layer_norm is not None:
@@ -424,6 +508,26 @@ class AlbertEncoder(keras.Model):
         if self.pooler is not None:
             outputs["pooled_output"] = ops.tanh(self.pooler(hidden[:, 0]))
         return outputs
+
+    def _recomputed(self, group: AlbertLayerGroup, hidden: Any, bias: Any) -> Any:
+        """One training application of ``group`` whose activations are recomputed in the
+        backward pass (``keras.remat``). Its dropout seeds are drawn here, once, as the
+        plain path draws them, so the recomputation drops exactly what the forward pass did."""
+        seeds = {
+            id(d): d.seed_generator.next()
+            for layer in group.albert_layers
+            for d in layer.dropouts()
+            if d.seed_generator is not None
+        }
+
+        def apply(h: Any, b: Any) -> Any:
+            token = _DRAWN_SEEDS.set(seeds)
+            try:
+                return group(h, b, training=True)
+            finally:
+                _DRAWN_SEEDS.reset(token)
+
+        return keras.remat(apply)(hidden, bias)
 
     def build_for(self, seq_length: int = 8) -> dict[str, Any]:
         """Create every variable by running a one-example dummy batch; returns its outputs."""
@@ -450,7 +554,7 @@ class _AlbertHeadModel(keras.Model):
 
     _pooling = True
 
-    def __init__(self, spec: AlbertSpec, dtype: Any, name: str, remat: bool = False,
+    def __init__(self, spec: AlbertSpec, dtype: Any, name: str, remat: RematMode | bool = "none",
                  **kwargs: Any):
         super().__init__(name=name, dtype=_check_dtype(dtype), **kwargs)
         if not isinstance(spec, AlbertSpec):

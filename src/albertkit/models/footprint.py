@@ -16,12 +16,13 @@ Memory model (one replica, bytes; validated against measured peaks in docs/memor
     peak        = state + activations + workspace
 
 Per sequence, per transformer-layer application and token, the tensors kept for the
-backward pass are counted from the layer's ops: ``ACT_HIDDEN`` H-wide tensors (layer input,
-Q, K, V, head-major copies, context, attention sum and LayerNorm output, FFN sum and
-output), ``ACT_FFN`` F-wide tensors (pre-activation and activation), and the attention
-probabilities (heads x T per token, float32, plus a compute-dtype copy under mixed
-precision). Embeddings and the MLM head (float32 logits, softmax and their gradient at P
-positions) are added once. H- and F-wide tensors take the compute dtype's bytes.
+backward pass are counted from the layer's ops and the compiled step's buffer assignment
+(``XLA_FLAGS=--xla_dump_to``): ``ACT_HIDDEN`` H-wide tensors, ``ACT_FFN`` F-wide tensors
+(the FFN's pre-activation, the activation's elementwise intermediates and its output) and
+the attention probabilities (heads x T per token, float32, plus a compute-dtype copy under
+mixed precision). ``runtime.remat`` changes what is kept (:data:`RematMode`). Embeddings and
+the MLM head (float32 logits, softmax and their gradient at P positions) are added once.
+H- and F-wide tensors take the compute dtype's bytes.
 """
 
 from __future__ import annotations
@@ -36,14 +37,16 @@ from albertkit.hardware import GiB
 
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 
-# Per-token, per-layer-application activation tensor counts (see the module docstring).
-# Counted from the ops of AlbertLayer: layer input, Q, K, V and their head-major copies,
-# context (head-major and token-major), attention sum, LayerNorm normalised and output,
-# FFN sum, LayerNorm normalised and output = 15 H-wide; 16 fits the TensorFlow allocator
-# peaks measured for ALBERT-base at seq 128 and 512 (XLA, float32) within 2%
-# (docs/memory.md). FFN: pre-activation and activation.
-ACT_HIDDEN = 16
-ACT_FFN = 2
+# Per-token, per-layer-application activation tensor counts under XLA (see the module
+# docstring). The buffer assignment of ALBERT-base's compiled step at seq 512 shows, per
+# layer, 4 F-wide buffers (the FFN matmul, and gelu_new's tanh, product and output) and 8
+# H-wide ones (Q, K, V, context, the two residual sums and the two LayerNorm outputs); these
+# counts fit TensorFlow's allocator peaks of ALBERT-base at seq 128 and 512 (XLA, float32)
+# within 2% (docs/memory.md). "selective" remat recomputes the activation and the attention
+# core, so only 2 F-wide tensors (pre-activation and output) and no T x T tensor are kept.
+ACT_HIDDEN = 8
+ACT_FFN = 4
+SELECTIVE_ACT_FFN = 2
 # Without XLA (TensorFlow's graph executor runs the ops one by one, nothing fused) the
 # backward pass keeps the intermediates of the elementwise chains too: GELU's (gelu_new:
 # cube, scale, sum, tanh, ...) F-wide ones, LayerNorm's (in float32 under mixed precision),
@@ -55,6 +58,36 @@ ACT_FFN = 2
 GRAPH_ACT_HIDDEN = 17
 GRAPH_ACT_FFN = 6
 GRAPH_LN_FLOAT32 = 6
+# "selective" remat without XLA: the activation's F-wide intermediates are recomputed
+# (pre-activation and output kept), and so are the attention scores, probabilities and the
+# head-major copies of Q, K, V and context. Fitted to the allocator peaks of ALBERT-base in
+# mixed_bfloat16 at seq 128 (micro-batch 4, 8) and seq 512 (micro-batch 2) (docs/memory.md):
+# 10 H-wide and 2 F-wide tensors per token and layer.
+GRAPH_SELECTIVE_ACT_HIDDEN = 10
+GRAPH_SELECTIVE_ACT_FFN = 2
+
+# What the backward pass recomputes instead of keeping (gradient checkpointing): "none"
+# keeps what autodiff asks for; "selective" recomputes, in each layer, the attention core
+# (T x T scores and probabilities) and the FFN activation's elementwise intermediates, which
+# dominate activation memory for a few percent of the FLOPs (Korthikanti et al. 2022,
+# https://arxiv.org/abs/2205.05198, recompute the attention core the same way); "full"
+# recomputes each transformer-layer application from its input.
+RematMode = Literal["none", "selective", "full"]
+REMAT_MODES: tuple[str, ...] = ("none", "selective", "full")
+
+
+def remat_mode(value: RematMode | bool) -> RematMode:
+    """``value`` as a :data:`RematMode`; True means "full" and False "none" (albertkit 0.1).
+
+    Example:
+        >>> remat_mode(True), remat_mode("selective")
+        ('full', 'selective')
+    """
+    if value is True or value is False:
+        return "full" if value else "none"
+    if value not in REMAT_MODES:
+        raise ValueError(f"remat={value!r}; expected one of {', '.join(REMAT_MODES)}")
+    return value
 
 
 def default_predictions(seq_length: int, masked_lm_prob: float = 0.15) -> int:
@@ -107,7 +140,7 @@ def activation_bytes_per_sequence(
     seq_length: int,
     max_predictions: int,
     precision: Precision,
-    remat: bool = False,
+    remat: RematMode | bool = "none",
     xla: bool = True,
 ) -> dict[str, float]:
     """Activations kept for the backward pass of one sequence, by part (bytes).
@@ -115,10 +148,13 @@ def activation_bytes_per_sequence(
     ``xla`` is whether the step's gradient computation is XLA-compiled (fused); without it
     more intermediates are kept (``GRAPH_*`` above).
 
-    With ``remat`` (each layer application recomputed in the backward pass) only every
+    ``remat`` is ``runtime.remat``. With "selective", ``recomputed_attention`` is the working
+    set of one layer's recomputed attention core (its float32 probabilities and their
+    gradient), live only while that layer's backward pass runs. With "full" only every
     layer's input is kept (``layers``); ``recomputed_layer`` is the working set of the one
     layer being recomputed, which :func:`estimate_memory` does not simply add (see there).
     """
+    mode = remat_mode(remat)
     b = compute_bytes(precision)
     mixed = precision != "float32"
     t, p = seq_length, max_predictions
@@ -126,16 +162,23 @@ def activation_bytes_per_sequence(
     n = layer_applications(spec)
     heads = spec.num_attention_heads
     if xla:
-        per_token_layer = b * (ACT_HIDDEN * h + ACT_FFN * f)
+        ffn = SELECTIVE_ACT_FFN if mode == "selective" else ACT_FFN
+        per_token_layer = b * (ACT_HIDDEN * h + ffn * f)
         per_token_attention = heads * t * (4 + (b if mixed else 0))
     else:
-        per_token_layer = b * (GRAPH_ACT_HIDDEN * h + GRAPH_ACT_FFN * f)
+        selective = mode == "selective"
+        hidden = GRAPH_SELECTIVE_ACT_HIDDEN if selective else GRAPH_ACT_HIDDEN
+        ffn = GRAPH_SELECTIVE_ACT_FFN if selective else GRAPH_ACT_FFN
+        per_token_layer = b * (hidden * h + ffn * f)
         per_token_layer += (4 - b) * GRAPH_LN_FLOAT32 * h  # LayerNorm internals in float32
         per_token_attention = heads * t * (b + 4)  # scores (compute dtype), float32 softmax
     parts: dict[str, float] = {}
-    if remat:
+    if mode == "full":
         parts["layers"] = float(n * t * b * h)
         parts["recomputed_layer"] = float(t * (per_token_layer + per_token_attention))
+    elif mode == "selective":
+        parts["layers"] = float(n * t * per_token_layer)
+        parts["recomputed_attention"] = float(heads * t * t * 8)
     else:
         parts["layers"] = float(n * t * per_token_layer)
         parts["attention_probs"] = float(n * t * per_token_attention)
@@ -143,7 +186,7 @@ def activation_bytes_per_sequence(
         **parts,
         # word/position/type sum, LayerNorm in/out (E wide), projection output (H wide)
         "embeddings": float(t * b * (3 * e + h)),
-        # gathered rows, dense/act/LN (E wide); float32 logits, softmax and gradient (V wide)
+        # gathered rows, dense/act/LN (E wide); float32 logits, softmax and their gradient (V wide)
         "mlm_head": float(p * (b * (h + 3 * e) + 4 * 3 * v)),
     }
 
@@ -186,7 +229,7 @@ def estimate_memory(
     precision: Precision = "float32",
     max_predictions: int | None = None,
     accumulation: int = 1,
-    remat: bool = False,
+    remat: RematMode | bool = "none",
     xla: bool = True,
 ) -> MemoryEstimate:
     """Predict the peak memory of one training step of one replica (bytes).
@@ -198,7 +241,7 @@ def estimate_memory(
         precision: ``float32``, ``mixed_float16`` or ``mixed_bfloat16``.
         max_predictions: masked positions per sequence (default 15% of ``seq_length``).
         accumulation: micro-batches per optimizer step (> 1 adds a gradient accumulator).
-        remat: layers are recomputed in the backward pass (``AlbertEncoder(remat=True)``).
+        remat: ``runtime.remat``, what the backward pass recomputes (:data:`RematMode`).
         xla: the gradient computation is XLA-compiled: pass the step's resolved plan,
             ``runtime.xla_plan().compute`` (``runtime.xla: auto`` decides per device and
             precision); without XLA more activations are kept.

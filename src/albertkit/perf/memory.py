@@ -45,6 +45,7 @@ from albertkit.hardware import Device, GiB, XlaSetting, get_device, resolve_xla
 from albertkit.models.footprint import (  # noqa: F401 - FlopCount, training_flops re-exported
     FlopCount,
     Precision,
+    RematMode,
     estimate_memory,
     training_flops,
 )
@@ -90,7 +91,7 @@ def plan_batch(
     global_batch: int,
     replicas: int = 1,
     max_predictions: int | None = None,
-    remat: bool = False,
+    remat: RematMode | bool = "none",
     xla: XlaSetting = "auto",
 ) -> BatchPlan:
     """The largest micro-batch that divides the per-replica batch and fits the device.
@@ -140,7 +141,7 @@ def plan_table(
     replicas: int = 1,
     devices: tuple[str, ...] = PLANNED_DEVICES,
     max_predictions: int | None = None,
-    remat: bool = False,
+    remat: RematMode | bool = "none",
 ) -> list[BatchPlan]:
     """:func:`plan_batch` on each device, for a job of ``replicas`` such devices."""
     return [

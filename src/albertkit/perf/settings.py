@@ -33,7 +33,11 @@ class BenchmarkSettings(BaseModel):
         "auto", description="runtime.xla: auto (per device and precision), True or False"
     )
     optimizer: Literal["adamw", "lamb"] = "adamw"
-    remat: bool = Field(False, description="recompute each layer in the backward pass")
+    remat: Literal["none", "selective", "full"] | bool = Field(
+        "selective",
+        description="runtime.remat: what albertkit recomputes in the backward pass (selective, "
+        "the configuration's default; full; none); true/false mean full/none",
+    )
     malloc_arenas: int | None = Field(
         None, gt=0, description="cap glibc malloc arenas in every worker (None: glibc default)"
     )

@@ -38,7 +38,7 @@ def format_table(result: BenchmarkResult) -> str:
     head = (
         f"ALBERT-{s.size} seq {s.seq_length} micro-batch {s.micro_batch} x "
         f"accumulation {s.accumulation}, {s.precision}, {_xla(result)}, {s.optimizer}"
-        f"{', remat' if s.remat else ''}"
+        f"{_remat(s.remat)}"
         f"{f', sifting beta {s.sifting_beta}' if s.sifting_beta is not None else ''}"
         f"{', malloc arenas ' + str(s.malloc_arenas) if s.malloc_arenas else ''}; "
         f"{timed_steps} timed steps per framework ({s.rounds} interleaved rounds); load avg "
@@ -123,3 +123,9 @@ def _load(result: BenchmarkResult) -> str:
     )
     after = f", after {result.load_after:.2f}" if result.load_after is not None else ""
     return f"before {result.load_before:.2f}{during}{after}"
+
+
+def _remat(remat: str | bool) -> str:
+    """The heading's remat part: nothing for the configuration's default (selective)."""
+    mode = ("full" if remat else "none") if isinstance(remat, bool) else remat
+    return "" if mode == "selective" else f", remat {mode}"

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from albertkit.config import TrainerConfig
     from albertkit.config.sizes import AlbertSpec
+    from albertkit.models.footprint import RematMode
 
     Batch = Mapping[str, tf.Tensor]
     Stats = dict[str, tf.Tensor]
@@ -104,7 +105,7 @@ class Task(abc.ABC):
 
     @classmethod
     def for_data(cls, data: Any, spec: AlbertSpec, *, micro_batch_size: int,
-                 dtype: str | None = None, remat: bool = False) -> Task:
+                 dtype: str | None = None, remat: RematMode | bool = "none") -> Task:
         """The task for the config's ``data`` section (what ``build_task`` calls)."""
         return cls(spec, data, micro_batch_size=micro_batch_size, dtype=dtype, remat=remat)
 

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     import keras
     import tensorflow as tf
 
+    from albertkit.models.footprint import RematMode
+
 log = logging.getLogger(__name__)
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -133,7 +135,7 @@ class ClassificationTask(Task):
         data: the ``data`` section.
         micro_batch_size: examples per replica per micro-batch (training and evaluation).
         dtype: Keras dtype policy name (``runtime.precision``).
-        remat: recompute activations in the backward pass.
+        remat: what the backward pass recomputes (``RematMode``: none, selective, full).
 
     Example:
         >>> task = ClassificationTask(spec, cfg.data, micro_batch_size=32)
@@ -150,7 +152,7 @@ class ClassificationTask(Task):
 
     def __init__(
         self, spec: AlbertSpec, data: ClassificationData, *, micro_batch_size: int,
-        dtype: str | None = None, remat: bool = False,
+        dtype: str | None = None, remat: RematMode | bool = "none",
     ) -> None:
         self.remat = remat
         self.spec = spec

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     import keras
     import tensorflow as tf
 
+    from albertkit.models.footprint import RematMode
+
 PRETRAINING_FEATURES = (
     "input_ids",
     "input_mask",
@@ -46,7 +48,7 @@ class PretrainingTask(Task):
         seq_length, max_predictions_per_seq: the feature shapes.
         micro_batch_size: examples per replica per micro-batch.
         dtype: Keras dtype policy name (``runtime.precision``).
-        remat: recompute activations in the backward pass.
+        remat: what the backward pass recomputes (``RematMode``: none, selective, full).
 
     Example:
         >>> task = PretrainingTask(spec, seq_length=128, max_predictions_per_seq=20,
@@ -63,7 +65,7 @@ class PretrainingTask(Task):
     )
 
     def __init__(self, spec: AlbertSpec, seq_length: int, max_predictions_per_seq: int, *,
-                 micro_batch_size: int, dtype: str | None = None, remat: bool = False) -> None:
+                 micro_batch_size: int, dtype: str | None = None, remat: RematMode | bool = "none") -> None:
         self.remat = remat
         self.spec = spec
         self.seq_length = seq_length
@@ -73,7 +75,7 @@ class PretrainingTask(Task):
 
     @classmethod
     def for_data(cls, data: Any, spec: AlbertSpec, *, micro_batch_size: int,
-                 dtype: str | None = None, remat: bool = False) -> PretrainingTask:
+                 dtype: str | None = None, remat: RematMode | bool = "none") -> PretrainingTask:
         return cls(spec, data.seq_length, data.max_predictions_per_seq,
                    micro_batch_size=micro_batch_size, dtype=dtype, remat=remat)
 

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     import keras
     import tensorflow as tf
 
+    from albertkit.models.footprint import RematMode
+
 log = logging.getLogger(__name__)
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -196,7 +198,7 @@ class SquadTask(Task):
         data: the ``data`` section (files, tokenizer, window sizes, n-best settings).
         micro_batch_size: examples per replica per micro-batch (training and evaluation).
         dtype: Keras dtype policy name (``runtime.precision``).
-        remat: recompute activations in the backward pass.
+        remat: what the backward pass recomputes (``RematMode``: none, selective, full).
 
     Example:
         >>> task = SquadTask(spec, cfg.data, micro_batch_size=32, dtype="float32")
@@ -214,7 +216,7 @@ class SquadTask(Task):
     )
 
     def __init__(self, spec: AlbertSpec, data: SquadData, *, micro_batch_size: int,
-                 dtype: str | None = None, remat: bool = False) -> None:
+                 dtype: str | None = None, remat: RematMode | bool = "none") -> None:
         self.remat = remat
         self.spec = spec
         self.data = data
