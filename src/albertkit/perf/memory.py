@@ -91,7 +91,7 @@ def plan_batch(
     global_batch: int,
     replicas: int = 1,
     max_predictions: int | None = None,
-    remat: RematMode | bool = "none",
+    remat: RematMode | bool = "selective",
     xla: XlaSetting = "auto",
 ) -> BatchPlan:
     """The largest micro-batch that divides the per-replica batch and fits the device.
@@ -141,7 +141,7 @@ def plan_table(
     replicas: int = 1,
     devices: tuple[str, ...] = PLANNED_DEVICES,
     max_predictions: int | None = None,
-    remat: RematMode | bool = "none",
+    remat: RematMode | bool = "selective",
 ) -> list[BatchPlan]:
     """:func:`plan_batch` on each device, for a job of ``replicas`` such devices."""
     return [
