@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from albertkit.models.footprint import RematMode, remat_mode
 from albertkit.perf.result import BenchmarkResult, FrameworkResult
 
 
@@ -125,7 +126,7 @@ def _load(result: BenchmarkResult) -> str:
     return f"before {result.load_before:.2f}{during}{after}"
 
 
-def _remat(remat: str | bool) -> str:
+def _remat(remat: RematMode | bool) -> str:
     """The heading's remat part: nothing for the configuration's default (selective)."""
-    mode = ("full" if remat else "none") if isinstance(remat, bool) else remat
+    mode = remat_mode(remat)
     return "" if mode == "selective" else f", remat {mode}"
