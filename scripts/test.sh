@@ -2,6 +2,7 @@
 # Fresh machine -> all tests. Creates .venv (if missing), installs albertkit with its test
 # extra, builds Horovod (needed by the distributed tests), lints, then runs the whole suite.
 # CI (.ci/run) runs exactly this script. Skipped tests fail the run (ALBERTKIT_FORBID_SKIPS).
+# Arguments go to pytest (e.g. a test file, or -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
@@ -16,4 +17,17 @@ bash scripts/build_horovod.sh
 ruff check .
 bash scripts/lint_infra.sh
 export ALBERTKIT_FORBID_SKIPS=1 TF_CPP_MIN_LOG_LEVEL=2
-python -m pytest -q --durations=30 "$@"
+# Two passes. Most tests run on TEST_WORKERS processes (pytest-xdist; 2 by default: most of a
+# test's time is single-threaded graph tracing, so two workers on two cores finish in about
+# two thirds of the time). Tests marked `serial` measure wall time or load every CPU on
+# purpose; they run alone afterwards. Exit status: the first failing pass's; a pass that
+# selects nothing (exit 5) counts only when both do.
+main=0
+python -m pytest -q --durations=30 -n "${TEST_WORKERS:-2}" -m "not serial" "$@" || main=$?
+alone=0
+python -m pytest -q --durations=5 -m serial "$@" || alone=$?
+if [ "$main" = 5 ] && [ "$alone" = 5 ]; then exit 5; fi
+[ "$main" = 5 ] && main=0
+[ "$alone" = 5 ] && alone=0
+[ "$main" != 0 ] && exit "$main"
+exit "$alone"

@@ -18,6 +18,10 @@ from albertkit.hardware import resolve_xla
 from albertkit.perf import BenchmarkResult, BenchmarkSettings, format_table, measure
 from albertkit.perf.noise import LoadMonitor, assess_noise, round_spread_pct, runnable_others
 
+# Load readings count other processes' runnable threads, and the loaded case spins every CPU:
+# run alone, never beside other tests (scripts/test.sh's serial pass).
+pytestmark = pytest.mark.serial
+
 TINY = dict(size="tiny", model={"vocab_size": 300}, seq_length=32, micro_batch=2, steps=3,
             warmup=1, rounds=2, pipeline=False)
 

@@ -12,6 +12,7 @@ from albertkit.data.demo import prepare_demo_data
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the cached second call is timed (< 1 s): run alone
 def test_demo_data_disjoint_cached_and_readable(tmp_path):
     cfg = DemoData(vocab_size=1000, dupe_factor=1, seq_length=64, max_predictions_per_seq=10)
     files = prepare_demo_data(cfg, tmp_path, seed=0, progress=False, num_workers=1)

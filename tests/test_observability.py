@@ -90,6 +90,7 @@ def test_split_step_equals_the_fused_step(tiny_config):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # compares timed halves with wall time: run alone
 def test_breakdown_adds_up_to_the_measured_step_time(tmp_path, tiny_config):
     """A model whose step takes ~120 ms, so dispatch costs do not dominate: input + compute
     + apply cover the window's wall time (less checkpoints and eval) within 5 %, and the two
