@@ -57,11 +57,13 @@ def worker_env(tensor_stats: bool = False) -> dict[str, str]:
 
     TensorFlow's CPU allocator keeps the statistics the memory planner is checked against
     (``tf.config.experimental.get_memory_info("CPU:0")``) only when it is the BFC
-    allocator. TensorFlow 2.21's CPU default is not BFC, and a training run uses the
-    default: BFC holds freed memory in its own pool, which measured 3,371 against 2,383 MiB
-    peak resident memory for ALBERT-base at seq 128, batch 8. So the workers run on the
-    default allocator, as a training run does, unless ``tensor_stats`` asks for BFC (the
-    planner check; a GPU always counts).
+    allocator. TensorFlow 2.21's CPU default depends on the CPU: it was not BFC on an
+    AVX2-only CPU and was BFC on an Intel Xeon with AMX (where TensorFlow turns its oneDNN
+    optimizations on by default). A training run uses the default, and BFC holds freed
+    memory in its own pool (3,371 against 2,383 MiB peak resident memory for ALBERT-base at
+    seq 128, batch 8, on the AVX2 CPU). So the workers run on the default allocator, as a
+    training run does, unless ``tensor_stats`` asks for BFC (the planner check; a GPU
+    always counts).
     """
     env = dict(os.environ)
     if tensor_stats:
