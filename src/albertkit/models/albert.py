@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from albertkit.config.sizes import AlbertSpec
@@ -136,6 +137,62 @@ def _dummy_batch(seq_length: int, max_predictions: int | None = None) -> Inputs:
 
 def _as_float32(outputs: dict[str, Any]) -> dict[str, Any]:
     return {k: ops.cast(v, "float32") for k, v in outputs.items()}
+
+
+def softmax_dtype(compute_dtype: str) -> str:
+    """The dtype the attention softmax takes its scores in.
+
+    float16 scores go to float32 first (their range ends at 65504, the usual mixed-precision
+    rule). bfloat16 has float32's exponent range and the softmax kernels accumulate its sum
+    in float32 (TensorFlow's oneDNN CPU kernel, and XLA's lowering, which sums in the
+    accumulation type), so bfloat16 scores are used as they are: the two casts of every
+    T x T score, forward and backward, were a third of the attention core's time at seq 512.
+    """
+    return "float32" if compute_dtype == "float16" else compute_dtype
+
+
+def attention_core(q: Any, k: Any, v: Any, bias: Any, recompute: bool) -> Any:
+    """``softmax(q k^T + bias) v`` on head-major ``[B, heads, T, d]`` tensors (``q`` already
+    scaled by 1 / sqrt(d)), with its gradient written out instead of left to autodiff.
+
+    ``bias`` (``[B, 1, 1, T]``, the padding mask) gets no gradient. The backward pass is
+    FlashAttention's (Dao et al. 2022, https://arxiv.org/abs/2205.14135, Algorithm 4,
+    without its tiling): with ``P = softmax(S)`` and ``O = P V``,
+    ``dS = P * (dP - rowsum(dO * O))`` where ``dP = dO V^T``; the row sum is taken over the
+    head dimension (``[B, heads, T, d]``) instead of over the T x T product ``dP * P``, so
+    no T x T reduction runs. With ``recompute`` the probabilities are recomputed in the
+    backward pass from ``q``, ``k`` and the bias (selective recomputation: no T x T tensor
+    is kept between the passes); without, they are kept.
+    """
+
+    def probabilities() -> Any:
+        return tf.nn.softmax(tf.linalg.matmul(q, k, transpose_b=True) + bias, axis=-1)
+
+    @tf.custom_gradient
+    def core(q: Any, k: Any, v: Any) -> Any:
+        kept = probabilities()
+        out = tf.linalg.matmul(kept, v)
+
+        def grad(d_out: Any) -> tuple[Any, Any, Any]:
+            if recompute:
+                # Tied to the incoming gradient: otherwise the graph executor may run every
+                # layer's recomputation as soon as Q and K exist, holding them all at once.
+                with tf.control_dependencies([d_out]):
+                    probs = probabilities()
+            else:
+                probs = kept
+            d_v = tf.linalg.matmul(probs, d_out, transpose_a=True)
+            d_probs = tf.linalg.matmul(d_out, v, transpose_b=True)
+            acc = "float64" if out.dtype == tf.float64 else "float32"  # the sum's precision
+            row = tf.reduce_sum(tf.cast(d_out, acc) * tf.cast(out, acc), axis=-1, keepdims=True)
+            d_scores = probs * (d_probs - tf.cast(row, d_probs.dtype))
+            d_q = tf.linalg.matmul(d_scores, k)
+            d_k = tf.linalg.matmul(d_scores, q, transpose_a=True)
+            return d_q, d_k, d_v
+
+        return out, grad
+
+    return core(q, k, v)
 
 
 # --------------------------------------------------------------------------- layers
@@ -277,18 +334,34 @@ class AlbertAttention(keras.layers.Layer):
     def _attend(self, q: Any, k: Any, v: Any, attention_bias: Any, keep: Any = None) -> Any:
         """The attention core, token-major [B, T, H] Q, K, V -> context [B, T, H]: heads,
         scores, softmax, dropout (``keep``: the kept probabilities, drawn by the caller), the
-        weighted sum of values and the heads merged back."""
+        weighted sum of values and the heads merged back. Differentiated by autodiff: used
+        with attention dropout and with float16; otherwise :meth:`_fused` runs."""
         s = self.spec
         batch, length = ops.shape(q)[0], ops.shape(q)[1]
+        # The 1 / sqrt(d) scale goes on Q (B x T x H elements), not on the B x heads x T x T
+        # scores; for a power-of-two head size (64 in every ALBERT size) the two are equal.
+        q = q * (1.0 / math.sqrt(s.head_size))
         q, k, v = (self._heads(t, batch, length) for t in (q, k, v))
-        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(s.head_size))
-        # Softmax in float32 whatever the compute dtype (stable under float16 / bfloat16).
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
         # Keras casts float call arguments to the compute dtype, hence the cast of the bias.
-        scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
+        dtype = softmax_dtype(self.compute_dtype)
+        scores = ops.cast(scores, dtype) + ops.cast(ops.stop_gradient(attention_bias), dtype)
         probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         if keep is not None:
             probs = self.attention_dropout.apply_keep(probs, keep)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
+        return ops.reshape(context, (batch, length, s.hidden_size))
+
+    def _fused(self, q: Any, k: Any, v: Any, attention_bias: Any, recompute: bool) -> Any:
+        """:meth:`_attend` without dropout through :func:`attention_core`: the same
+        forward values, a cheaper backward pass, and with ``recompute`` its own selective
+        recomputation (no T x T tensor kept)."""
+        s = self.spec
+        batch, length = ops.shape(q)[0], ops.shape(q)[1]
+        q = q * (1.0 / math.sqrt(s.head_size))
+        q, k, v = (self._heads(t, batch, length) for t in (q, k, v))
+        bias = ops.cast(ops.stop_gradient(attention_bias), self.compute_dtype)
+        context = ops.transpose(attention_core(q, k, v, bias, recompute), (0, 2, 1, 3))
         return ops.reshape(context, (batch, length, s.hidden_size))
 
     def call(self, hidden: Any, attention_bias: Any, training: bool = False) -> Any:
@@ -301,7 +374,9 @@ class AlbertAttention(keras.layers.Layer):
                 (batch, s.num_attention_heads, length, length)
             )
         args = (self.query(x), self.key(x), self.value(x), attention_bias)
-        if training and self.recompute:
+        if keep is None and softmax_dtype(self.compute_dtype) == self.compute_dtype:
+            context = self._fused(*args, recompute=training and self.recompute)
+        elif training and self.recompute:
             # Selective recomputation (Korthikanti et al. 2022, "Reducing Activation
             # Recomputation in Large Transformer Models", https://arxiv.org/abs/2205.05198):
             # the T x T scores and probabilities and the head-major copies are not kept for
