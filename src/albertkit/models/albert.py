@@ -165,20 +165,26 @@ def attention_core(q: Any, k: Any, v: Any, bias: Any, recompute: bool) -> Any:
     is kept between the passes); without, they are kept.
     """
 
-    def probabilities() -> Any:
+    def probabilities(q: Any) -> Any:
         return tf.nn.softmax(tf.linalg.matmul(q, k, transpose_b=True) + bias, axis=-1)
 
     @tf.custom_gradient
     def core(q: Any, k: Any, v: Any) -> Any:
-        kept = probabilities()
+        kept = probabilities(q)
         out = tf.linalg.matmul(kept, v)
 
         def grad(d_out: Any) -> tuple[Any, Any, Any]:
             if recompute:
-                # Tied to the incoming gradient: otherwise the graph executor may run every
-                # layer's recomputation as soon as Q and K exist, holding them all at once.
+                # Tied to the incoming gradient by data, not only by a control edge: the
+                # graph executor would otherwise run every layer's recomputation as soon as
+                # Q and K exist, and XLA (which drops control edges) schedules the T x T
+                # product Q K^T as early as its operands allow, holding every layer's at
+                # once. Adding 0 * (one element of dO) to Q gives the same values through an
+                # operand that exists only once this layer's backward pass begins (a
+                # non-finite dO makes the gradients non-finite either way).
+                tie = tf.cast(tf.reduce_sum(d_out[:1, :1, :1, :1]), q.dtype) * 0
                 with tf.control_dependencies([d_out]):
-                    probs = probabilities()
+                    probs = probabilities(q + tie)
             else:
                 probs = kept
             d_v = tf.linalg.matmul(probs, d_out, transpose_a=True)
