@@ -204,3 +204,67 @@ def test_trainer_logs_the_resolved_plan_and_why(tmp_path, caplog):
     device = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
     expected = resolve_xla("auto", device, "mixed_bfloat16").describe("auto")
     assert f"xla: {expected}" in caplog.text
+
+
+def _cpuinfo(tmp_path, flags):
+    path = tmp_path / "cpuinfo"
+    cpu = f"processor\t: {{n}}\nmodel name\t: test CPU\nflags\t\t: fpu sse2 avx2 {flags}\n\n"
+    path.write_text(cpu.format(n=0) + cpu.format(n=1))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("flags", "found"),
+    [("avx512f", ()), ("avx512_bf16 amx_tile amx_bf16", ("avx512_bf16", "amx_bf16")),
+     ("avx_ne_convert", ("avx_ne_convert",)), ("avx512_bf16x", ())],
+)
+def test_cpu_bfloat16_flags_read_from_cpuinfo(tmp_path, flags, found):
+    from albertkit.hardware import cpu_bfloat16_flags
+
+    assert cpu_bfloat16_flags(_cpuinfo(tmp_path, flags)) == found
+
+
+def test_cpu_bfloat16_flags_unknown_without_cpuinfo(tmp_path):
+    from albertkit.hardware import bfloat16_warning, cpu_bfloat16_flags
+
+    missing = str(tmp_path / "no-such-file")
+    assert cpu_bfloat16_flags(missing) is None
+    assert bfloat16_warning("cpu", "mixed_bfloat16", missing) is None  # unknown: no warning
+
+
+def test_bfloat16_warning_only_for_bfloat16_on_a_cpu_without_it(tmp_path):
+    from albertkit.hardware import bfloat16_warning
+
+    without, with_ = _cpuinfo(tmp_path, "avx512f"), str(tmp_path / "bf16")
+    (tmp_path / "bf16").write_text("flags\t: avx512f avx512_bf16\n")
+    text = bfloat16_warning("cpu", "mixed_bfloat16", without)
+    assert text and "runtime.precision=mixed_bfloat16" in text and "float32" in text
+    assert bfloat16_warning("cpu", "mixed_bfloat16", with_) is None
+    assert bfloat16_warning("cpu", "float32", without) is None
+    assert bfloat16_warning("cpu", "mixed_float16", without) is None
+    assert bfloat16_warning("gpu", "mixed_bfloat16", without) is None
+
+
+@pytest.mark.parametrize("has_bf16", [False, True])
+def test_trainer_warns_about_emulated_bfloat16(tmp_path, caplog, monkeypatch, has_bf16):
+    import albertkit.training.trainer as trainer_module
+    from albertkit.hardware import bfloat16_warning
+    from albertkit.training.trainer import AlbertTrainer
+
+    cpuinfo = _cpuinfo(tmp_path, "avx512_bf16" if has_bf16 else "avx512f")
+    monkeypatch.setattr(trainer_module, "local_device_kind", lambda: "cpu")
+    monkeypatch.setattr(
+        trainer_module, "bfloat16_warning", lambda d, p: bfloat16_warning(d, p, cpuinfo)
+    )
+    cfg = make_tiny_config(
+        tmp_path / "run",
+        data={"kind": "synthetic", "seq_length": 16, "max_predictions_per_seq": 3,
+              "num_examples": 16, "eval_examples": 8},
+        runtime={"micro_batch_size": 4, "global_batch_size": 4, "max_steps": 1,
+                 "eval_every_steps": 0, "eval_steps": 1, "precision": "mixed_bfloat16"},
+    )
+    with caplog.at_level("INFO", logger="albertkit"):
+        AlbertTrainer(cfg).fit()
+    warned = [r for r in caplog.records if "without bfloat16 instructions" in r.getMessage()]
+    assert len(warned) == (0 if has_bf16 else 1)
+    assert all(r.levelname == "WARNING" for r in warned)

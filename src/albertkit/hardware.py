@@ -319,6 +319,47 @@ def resolve_xla(
                    "slower than oneDNN")
 
 
+# CPU flags (Linux /proc/cpuinfo names) of instructions that compute with bfloat16 operands:
+# AVX-512 BF16 and AMX-BF16 dot products (Intel Cooper Lake / Sapphire Rapids on, AMD Zen 4
+# on for AVX-512 BF16), and AVX-NE-CONVERT, which oneDNN's AVX2 bfloat16 kernels need.
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "avx_ne_convert")
+
+
+def cpu_bfloat16_flags(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, ...] | None:
+    """The bfloat16 instruction flags of this CPU (:data:`CPU_BF16_FLAGS`), in that order;
+    ``()`` when it has none, ``None`` when ``cpuinfo`` cannot be read (not Linux).
+
+    Without them oneDNN emulates bfloat16 (converting to float32 around float32
+    arithmetic): mixed_bfloat16 then runs slower than float32 (docs/performance.md).
+    """
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                if name.strip() == "flags":
+                    have = set(value.split())
+                    return tuple(flag for flag in CPU_BF16_FLAGS if flag in have)
+    except OSError:
+        return None
+    return None
+
+
+def bfloat16_warning(
+    device: DeviceKind, precision: str, cpuinfo: str = "/proc/cpuinfo"
+) -> str | None:
+    """A warning for mixed_bfloat16 on a CPU without bfloat16 instructions, else ``None``."""
+    if device != "cpu" or precision != "mixed_bfloat16":
+        return None
+    if cpu_bfloat16_flags(cpuinfo) != ():
+        return None
+    return (
+        "runtime.precision=mixed_bfloat16 on a CPU without bfloat16 instructions (none of "
+        f"{', '.join(CPU_BF16_FLAGS)} in {cpuinfo}): TensorFlow emulates bfloat16 here, "
+        "which is slower than float32 (docs/performance.md); use runtime.precision=float32 "
+        "on this machine"
+    )
+
+
 def local_device_kind() -> DeviceKind:
     """``"gpu"`` when TensorFlow sees a GPU in this process, else ``"cpu"``."""
     import tensorflow as tf

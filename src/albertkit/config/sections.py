@@ -554,7 +554,10 @@ class RuntimeConfig(_Section):
 
     precision: Literal["float32", "mixed_float16", "mixed_bfloat16"] = Field(
         "float32",
-        description="float32, or mixed precision with float16 (dynamic loss scaling) or bfloat16.",
+        description="float32, or mixed precision with float16 (dynamic loss scaling) or "
+        "bfloat16. On a CPU, mixed_bfloat16 pays only with bfloat16 instructions (AVX-512 "
+        "BF16, AMX); without them it is emulated and slower than float32, and the trainer "
+        "warns (docs/performance.md).",
     )
     xla: Literal["auto"] | StrictBool = Field(
         "auto",

@@ -14,8 +14,12 @@ The math is that of Hugging Face's PyTorch ``AlbertModel`` (transformers v5,
 
 Only ``keras.ops`` is used inside layers, so every model compiles under
 ``tf.function(jit_compile=True)``. Mixed precision is the ``dtype`` policy argument of each
-model (``"mixed_float16"``, ``"mixed_bfloat16"``); attention softmax and LayerNorm run in
-float32 and every model output is cast to float32 so that losses are float32.
+model (``"mixed_float16"``, ``"mixed_bfloat16"``); LayerNorm runs in float32, the attention
+softmax in float32 under mixed_float16 and in bfloat16 under mixed_bfloat16 (its sum
+accumulated in float32, :func:`softmax_dtype`), and every model output is cast to float32 so
+that losses are float32. Without attention dropout the attention core is
+:func:`attention_core`, whose backward pass is written out (FlashAttention's) instead of
+left to autodiff.
 
 Variable paths are deterministic (``<model name>/albert/group_0/layer_0/attention/query/
 kernel``...): they are the keys of albertkit checkpoints and of the HF name mapping in

@@ -31,6 +31,7 @@ from albertkit.config import ConfigError, TrainerConfig
 from albertkit.distributed import build_distributor
 from albertkit.errors import CheckpointError, TrainingError
 from albertkit.fileio import atomic_write_text, replace_dir
+from albertkit.hardware import bfloat16_warning, local_device_kind
 from albertkit.tasks.base import TaskData
 from albertkit.training.builders import ModelAndStep, build_model_and_step
 from albertkit.training.checkpoint import CheckpointManager, RunDirLock
@@ -190,6 +191,9 @@ class AlbertTrainer:
                 distributor.replicas, run.task.micro_batch_size, run.accum,
                 cfg.runtime.global_batch_size, cfg.runtime.precision,
                 run.step.xla.describe(cfg.runtime.xla))
+            slow = bfloat16_warning(local_device_kind(), cfg.runtime.precision)
+            if slow:
+                log.warning(slow)
         return run
 
     def _resume_identity(self, parts: ModelAndStep, distributor: Any) -> dict[str, Any]:
