@@ -8,7 +8,8 @@
 * :mod:`albertkit.perf.workers` -- albertkit's step (built as the trainer builds it) and
   Hugging Face PyTorch's; :mod:`~albertkit.perf.meter` (peak memory, timing),
   :mod:`~albertkit.perf.pipeline` (input pipeline), :mod:`~albertkit.perf.breakdown`
-  (the step's pieces);
+  (the step's pieces), :mod:`~albertkit.perf.ops` (a profiler trace of the step summed by
+  kind of operation: ``scripts/op_profile.py``);
 * :mod:`albertkit.perf.noise` -- load before/during/after and round spread: whether a
   result is marked noisy;
 * :mod:`albertkit.perf.table` -- :func:`format_table`, the printed Markdown table;
