@@ -602,3 +602,30 @@ def test_breakdown_follows_the_resolved_xla_plan(monkeypatch):
     pieces = worker.breakdown()["breakdown_s"]
     assert pieces and all(v > 0 for v in pieces.values())
     assert seen and all(j is False or j is None for j in seen), seen
+
+
+@pytest.mark.parametrize("xla", [True, False])
+def test_matmul_peak_is_measured_on_the_steps_compile_path(monkeypatch, xla):
+    """MFU divides the step's FLOP rate by the matmul peak, so the peak must come from the
+    library the step's compute uses: XLA's matmul when compute is compiled, the graph
+    executor's otherwise."""
+    import tensorflow as tf
+
+    from albertkit.perf.workers import AlbertkitWorker
+
+    settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
+                                 micro_batch=2, warmup=1, xla=xla)
+    worker = AlbertkitWorker(settings)
+    worker.setup()
+    assert worker.step.xla.compute is xla
+    seen = []
+    real = tf.function
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("jit_compile"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tf, "function", spy)
+    reply = worker.matmul()
+    assert seen == [xla]
+    assert reply["matmul_flops_per_s"] > 0 and reply["matmul_n"] == 2048

@@ -61,7 +61,7 @@ def format_table(result: BenchmarkResult) -> str:
         "peak RSS: the process's resident peak during the timed steps; train: minus "
         "its RSS before the model was built; tensor: TensorFlow allocator peak; "
         "MFU: median over rounds of model FLOP/s over the matmul peak measured just "
-        "before that round"
+        "before that round (albertkit's compiled as its step's compute: XLA or not)"
     )
     for n, r in result.data_parallel.items():
         lines.append(

@@ -174,7 +174,11 @@ class AlbertkitWorker:
                 else (tf.bfloat16 if self.s.precision == "mixed_bfloat16" else tf.float16)
             )
             a = tf.cast(tf.random.normal((n, n), dtype=tf.float32), dtype)
-            fn = tf.function(lambda x: tf.reduce_sum(tf.cast(tf.matmul(x, x), tf.float32)))
+            # On the step's compile path: XLA's CPU matmul and the graph executor's are
+            # different libraries (on an AVX2 AMD EPYC 156-174 against 128-136 GFLOP/s at
+            # 2048^2, float32), and MFU is the step's FLOP rate over this peak.
+            fn = tf.function(lambda x: tf.reduce_sum(tf.cast(tf.matmul(x, x), tf.float32)),
+                             jit_compile=self.step.xla.compute)
             fn(a).numpy()
             self._matmul = (fn, a, n, dtype.name)
         fn, a, n, dtype_name = self._matmul
