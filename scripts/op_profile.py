@@ -3,10 +3,11 @@ reduction, data movement (transposes, copies, gathers, scatters), elementwise, v
 
 The step is built as the trainer builds it (``albertkit benchmark``'s worker: synthetic
 batch, same model, optimizer, precision and ``runtime.xla`` plan), timed unprofiled for
-``--steps`` steps, then run ``--steps`` more under TensorFlow's profiler with XLA's
-per-thunk trace on. The table gives each kind's milliseconds per step summed over threads
-and its share of all operation time, and the operations that take the most
-(``albertkit.perf.ops`` says how events are read and counted).
+``--steps`` steps, then run ``--steps`` more under TensorFlow's profiler, which sees XLA's
+operations (its CPU runtime's thunks) as well as the graph executor's. The table gives
+each kind's milliseconds per step summed over threads and its share of all operation time,
+and the operations that take the most (``albertkit.perf.ops`` says how events are read and
+counted).
 
     python scripts/op_profile.py --size tiny --seq-length 128 --micro-batch 32
     python scripts/op_profile.py --size base --seq-length 128 --micro-batch 8 --steps 2 \\
@@ -23,10 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-# XLA's CPU runtime traces each thunk only with this flag, read when TensorFlow starts.
-if "--xla_cpu_enable_xprof_traceme" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_cpu_enable_xprof_traceme=true").strip()
+# TensorFlow's C++ INFO lines (XLA service, profiler session) stay hidden unless the
+# environment asks for them (TF_CPP_MIN_LOG_LEVEL=0).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 

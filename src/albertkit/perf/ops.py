@@ -7,15 +7,15 @@ every operation in the trace by its kind (:data:`KINDS`). Two runtimes record op
   event per kernel, named ``node/name:OpType``, on TensorFlow's compute threads;
 * XLA's CPU runtime (the compiled ``compute`` part): one event per thunk (``MatMul.134``,
   ``multiply_add_fusion.2``, ``wrapped_reduce-window``), inside ``ThunkExecutor::Execute``
-  on the Eigen pool's threads, *only* when ``XLA_FLAGS`` holds
-  ``--xla_cpu_enable_xprof_traceme=true`` before TensorFlow starts (:data:`XLA_TRACE_FLAG`).
+  on the Eigen pool's threads (TensorFlow 2.21 records them with no flag set).
 
 Each operation counts its own time: what an operation nested inside it takes is counted
 for the nested one (runtime events such as ``ParallelFor`` stay inside their operation). The
 figures are sums over threads per step: two operations running at once on two threads both
 count, and a matmul that splits its work over the thread pool counts once (its event is on
-the thread that started it). Tracing every operation slows the step, so the shares, not the
-absolute milliseconds, are what the profile is for.
+the thread that started it). Tracing can slow a step (``scripts/op_profile.py`` prints the
+step time with and without it), so the shares, not the absolute milliseconds, are what the
+profile is for.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-XLA_TRACE_FLAG = "--xla_cpu_enable_xprof_traceme=true"
 
 KINDS = ("matmul", "reduction", "data movement", "elementwise", "variables", "other")
 
