@@ -23,7 +23,6 @@ from albertkit.models.footprint import (
     activation_bytes_per_sequence,
     default_predictions,
     estimate_memory,
-    layer_parameter_count,
     parameter_count,
 )
 from albertkit.perf import (
@@ -174,8 +173,8 @@ def test_estimate_memory_trends():
 
 def test_estimate_memory_without_xla_hand_computed():
     """The unfused path keeps more: 17 H- and 6 F-wide tensors per token and layer,
-    attention scores plus float32 probabilities, LayerNorm internals in float32 and one
-    weight cast per layer application under mixed precision."""
+    attention scores plus float32 probabilities and LayerNorm internals in float32; under
+    mixed precision one weight cast per weight, as with XLA (the encoder shares the casts)."""
     spec, t, p = SMALL, 10, 3
     per_seq = activation_bytes_per_sequence(spec, t, p, "float32", xla=False)
     assert per_seq["layers"] == 2 * 10 * 4 * (17 * 16 + 6 * 32)
@@ -183,9 +182,9 @@ def test_estimate_memory_without_xla_hand_computed():
     bf16 = activation_bytes_per_sequence(spec, t, p, "mixed_bfloat16", xla=False)
     assert bf16["layers"] == 2 * 10 * (2 * (17 * 16 + 6 * 32) + 2 * 6 * 16)
     assert bf16["attention_probs"] == 2 * 10 * 2 * 10 * (2 + 4)
-    n, layer = parameter_count(spec), layer_parameter_count(spec)
+    n = parameter_count(spec)
     assert estimate_memory(spec, t, 1, "mixed_bfloat16", p, xla=False).state["weight_casts"] == (
-        2 * n + 2 * (2 - 1) * layer)
+        2 * n)
     assert estimate_memory(spec, t, 1, "mixed_bfloat16", p).state["weight_casts"] == 2 * n
     assert estimate_memory(spec, t, 1, "float32", p, xla=False).state["weight_casts"] == 0
 
@@ -578,11 +577,30 @@ def test_selective_planner_drops_the_recomputed_tensors():
         estimate_memory(spec, 512, 4, remat="some")
 
 
-def test_breakdown_follows_the_resolved_xla_plan(monkeypatch):
+@pytest.fixture
+def jit_compile_calls(monkeypatch):
+    """The ``jit_compile`` argument of every ``tf.function`` made while the test runs (None
+    when not given), in order; start it after the setup whose functions do not matter."""
+
+    def record():
+        import tensorflow as tf
+
+        seen: list = []
+        real = tf.function
+
+        def spy(*args, **kwargs):
+            seen.append(kwargs.get("jit_compile"))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(tf, "function", spy)
+        return seen
+
+    return record
+
+
+def test_breakdown_follows_the_resolved_xla_plan(jit_compile_calls):
     """--breakdown compiles its pieces as the step's compute is compiled: with xla auto on
     CPU + mixed_bfloat16 none of them is XLA-compiled."""
-    import tensorflow as tf
-
     from albertkit.perf.workers import AlbertkitWorker
 
     settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
@@ -591,26 +609,17 @@ def test_breakdown_follows_the_resolved_xla_plan(monkeypatch):
     worker = AlbertkitWorker(settings)
     worker.setup()
     assert worker.step.xla.compute is False
-    seen = []
-    real = tf.function
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("jit_compile"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(tf, "function", spy)
+    seen = jit_compile_calls()
     pieces = worker.breakdown()["breakdown_s"]
     assert pieces and all(v > 0 for v in pieces.values())
     assert seen and all(j is False or j is None for j in seen), seen
 
 
 @pytest.mark.parametrize("xla", [True, False])
-def test_matmul_peak_is_measured_on_the_steps_compile_path(monkeypatch, xla):
+def test_matmul_peak_is_measured_on_the_steps_compile_path(jit_compile_calls, xla):
     """MFU divides the step's FLOP rate by the matmul peak, so the peak must come from the
     library the step's compute uses: XLA's matmul when compute is compiled, the graph
     executor's otherwise."""
-    import tensorflow as tf
-
     from albertkit.perf.workers import AlbertkitWorker
 
     settings = BenchmarkSettings(size="tiny", model={"vocab_size": 300}, seq_length=32,
@@ -618,14 +627,7 @@ def test_matmul_peak_is_measured_on_the_steps_compile_path(monkeypatch, xla):
     worker = AlbertkitWorker(settings)
     worker.setup()
     assert worker.step.xla.compute is xla
-    seen = []
-    real = tf.function
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("jit_compile"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(tf, "function", spy)
+    seen = jit_compile_calls()
     reply = worker.matmul()
     assert seen == [xla]
     assert reply["matmul_flops_per_s"] > 0 and reply["matmul_n"] == 2048

@@ -451,6 +451,61 @@ def test_fused_attention_gives_autodiffs_gradients(monkeypatch, policy, remat):
         assert np.sqrt(np.mean((a - b) ** 2)) < 0.02 * np.sqrt(np.mean(b**2))
 
 
+def _casts_per_variable(graph: tf.Graph, dtype: tf.DType) -> dict[str, int]:
+    """How many ``Cast`` ops of ``graph`` turn a read of each variable into ``dtype``."""
+    counts: dict[str, int] = {}
+    for op in graph.get_operations():
+        if op.type != "Cast" or op.get_attr("DstT") != dtype:
+            continue
+        source = op.inputs[0].op
+        while source.type in ("StopGradient", "Identity"):
+            source = source.inputs[0].op
+        if source.type == "ReadVariableOp":
+            handle = source.inputs[0].name
+            counts[handle] = counts.get(handle, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("remat", ["none", "selective", "full"])
+def test_shared_layer_weights_are_cast_once_per_forward_pass(monkeypatch, remat):
+    """Under mixed precision without XLA the encoder casts each weight once per forward pass
+    (not once per application of the shared layer), and the gradients are those of a cast
+    per read: each read's gradient still reaches the float32 variable on its own."""
+    from keras.src.backend import AutocastScope
+
+    import albertkit.models.albert as albert
+
+    def grads_and_casts():
+        keras.utils.set_random_seed(5)
+        model = AlbertForPretraining(SPEC, dtype="mixed_bfloat16", remat=remat)
+        model.build_for(seq_length=12, max_predictions=4)
+        x = batch(seed=9)
+
+        @tf.function(jit_compile=False)
+        def step():
+            with tf.GradientTape() as tape:
+                out = model(x, training=True)
+                loss = tf.reduce_mean(out["mlm_logits"] ** 2) + tf.reduce_mean(out["sop_logits"])
+            return tape.gradient(loss, model.trainable_variables)
+
+        grads = [tf.convert_to_tensor(g).numpy() for g in step()]
+        forward = step.get_concrete_function().graph
+        return grads, _casts_per_variable(forward, tf.bfloat16)
+
+    shared, shared_casts = grads_and_casts()
+    monkeypatch.setattr(albert, "_SharedWeightCasts", AutocastScope)
+    per_read, per_read_casts = grads_and_casts()
+    # SPEC applies group 0 (two inner layers) twice: each of its weights was cast twice per
+    # forward pass; now once (full remat casts again when it recomputes in the backward pass)
+    assert max(per_read_casts.values()) > max(shared_casts.values())
+    if remat != "full":
+        assert set(shared_casts.values()) == {1}
+    assert sum(shared_casts.values()) < sum(per_read_casts.values())
+    for a, b in zip(shared, per_read, strict=True):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
 _PEAK_SCRIPT = """
 import sys
 import tensorflow as tf

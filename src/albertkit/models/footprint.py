@@ -252,13 +252,10 @@ def estimate_memory(
         )
     preds = max_predictions or default_predictions(seq_length)
     n = parameter_count(spec)
-    casts = 0.0
-    if precision != "float32":
-        casts = 2.0 * n
-        if not xla:
-            # Unfused, every application of a shared layer casts its weights anew and the
-            # backward pass keeps each cast (XLA computes one cast per weight).
-            casts += 2.0 * (layer_applications(spec) - 1) * layer_parameter_count(spec)
+    # One 16-bit copy of every weight under mixed precision, on both paths: XLA merges the
+    # equal casts of a shared layer's applications, and without XLA the encoder makes one
+    # cast per weight and forward pass (albertkit.models.albert._SharedWeightCasts).
+    casts = 2.0 * n if precision != "float32" else 0.0
     state = {
         "weights": 4.0 * n,
         "weight_casts": casts,

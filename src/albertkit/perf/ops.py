@@ -155,8 +155,9 @@ def summarize(times: Counter, steps: int, top: int = 12) -> dict[str, Any]:
     by_name: Counter = Counter()
     for event, ps in times.items():
         ms = ps / 1e9 / steps
-        by_kind[op_kind(event)] += ms
-        by_name[(op_name(event), op_kind(event))] += ms
+        kind = op_kind(event)
+        by_kind[kind] += ms
+        by_name[(op_name(event), kind)] += ms
     total = sum(by_kind.values())
     kinds = {k: {"ms_per_step": by_kind[k], "share": by_kind[k] / total if total else 0.0}
              for k in KINDS if by_kind[k] > 0}
