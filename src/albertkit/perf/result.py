@@ -159,6 +159,9 @@ class Machine(_Model):
     python: str
     cpus: int | None
     load_avg: list[float]
+    # albertkit.hardware.cpu_bfloat16_flags(): the CPU's bfloat16 instructions ([]: none,
+    # bfloat16 is emulated); None where /proc/cpuinfo cannot tell (and in older results)
+    cpu_bfloat16_flags: list[str] | None = None
 
 
 class PlannerCheck(_Model):

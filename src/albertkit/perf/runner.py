@@ -32,6 +32,7 @@ import tempfile
 from typing import Any
 
 from albertkit.errors import BenchmarkError
+from albertkit.hardware import cpu_bfloat16_flags
 from albertkit.models.footprint import estimate_memory
 from albertkit.perf.memory import training_flops
 from albertkit.perf.noise import LoadMonitor, assess_noise, round_spread_pct
@@ -269,6 +270,7 @@ def measure(
         settings.noisy_load_per_cpu,
         settings.noisy_spread_pct,
     )
+    bf16_flags = cpu_bfloat16_flags()
     return BenchmarkResult(
         settings=settings,
         spec=spec,
@@ -277,6 +279,7 @@ def measure(
             python=platform.python_version(),
             cpus=cpus,
             load_avg=list(os.getloadavg()),
+            cpu_bfloat16_flags=None if bf16_flags is None else list(bf16_flags),
         ),
         model_flops_per_sequence=flops.training,
         model_flops_parts_forward=flops.parts,

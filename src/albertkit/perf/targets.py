@@ -1,0 +1,220 @@
+"""The speed and memory targets against Hugging Face PyTorch, checked from benchmark results.
+
+The targets (docs/performance.md, "Targets") are ratios between benchmark runs of five
+shapes (:data:`ROWS`): albertkit over Hugging Face in one run (sequences/s, peak resident
+memory), and albertkit's mixed_bfloat16 over its float32 at the same shape (two runs).
+:func:`evaluate` turns the results into one :class:`Check` per target with a verdict:
+
+* ``met`` / ``not met`` -- measured, and every run it uses was quiet;
+* ``noisy`` -- a speed target whose run was marked noisy (:mod:`albertkit.perf.noise`):
+  the figure is shown but counts neither way. Memory targets keep their verdict in a noisy
+  run, with the run's noise listed: the noisy mark is about time (load, rounds that
+  disagree), and a process's resident peak does not depend on how fast its steps ran;
+* ``emulated`` -- a bfloat16 speed target on a CPU without bfloat16 instructions, where
+  both frameworks emulate bfloat16 and the ratio says nothing about the target;
+* ``missing`` -- a run it needs was not measured.
+
+``scripts/bench_targets.py`` runs the rows and prints the checks.
+
+Example:
+    >>> checks = evaluate({})
+    >>> checks[0].name, checks[0].verdict
+    ('base 128 x 8 float32: sequences/s vs HF', 'missing')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from albertkit.perf.result import BenchmarkResult
+
+Verdict = Literal["met", "not met", "noisy", "emulated", "missing"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One benchmark run the targets need: a shape and precision, with Hugging Face."""
+
+    key: str
+    size: str
+    seq_length: int
+    micro_batch: int
+    precision: str
+    steps: int  # default timed steps per round (a tiny step is 100x shorter than a base one)
+    rounds: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.size} {self.seq_length} x {self.micro_batch} {self.precision}"
+
+
+ROWS: tuple[Row, ...] = (
+    Row("base128-float32", "base", 128, 8, "float32", 3, 2),
+    Row("base128-bf16", "base", 128, 8, "mixed_bfloat16", 3, 2),
+    Row("base512-float32", "base", 512, 4, "float32", 2, 2),
+    Row("base512-bf16", "base", 512, 4, "mixed_bfloat16", 2, 2),
+    Row("tiny128-float32", "tiny", 128, 32, "float32", 30, 3),
+)
+ROW_BY_KEY = {r.key: r for r in ROWS}
+
+
+@dataclass(frozen=True)
+class Target:
+    """``value op limit``, where value is one of three ratios of ``rows`` (the second row,
+    for ``bf16_over_fp32``, is the float32 run the bfloat16 one is divided by)."""
+
+    rows: tuple[str, ...]
+    quantity: Literal["speed_vs_hf", "memory_vs_hf", "bf16_over_fp32"]
+    op: Literal[">=", "<="]
+    limit: float
+
+    @property
+    def name(self) -> str:
+        label = ROW_BY_KEY[self.rows[0]].label
+        what = {
+            "speed_vs_hf": "sequences/s vs HF",
+            "memory_vs_hf": "peak resident memory vs HF",
+            "bf16_over_fp32": "albertkit sequences/s vs its float32",
+        }[self.quantity]
+        return f"{label}: {what}"
+
+    @property
+    def is_bf16_speed(self) -> bool:
+        return self.quantity != "memory_vs_hf" and "bf16" in self.rows[0]
+
+
+TARGETS: tuple[Target, ...] = (
+    Target(("base128-float32",), "speed_vs_hf", ">=", 1.15),
+    Target(("base128-bf16",), "speed_vs_hf", ">=", 1.15),
+    Target(("base512-bf16",), "speed_vs_hf", ">=", 1.15),
+    Target(("base128-bf16", "base128-float32"), "bf16_over_fp32", ">=", 1.5),
+    Target(("base512-bf16", "base512-float32"), "bf16_over_fp32", ">=", 1.5),
+    Target(("tiny128-float32",), "speed_vs_hf", ">=", 2.5),
+    Target(("base128-float32",), "memory_vs_hf", "<=", 1.0),
+    Target(("base128-bf16",), "memory_vs_hf", "<=", 1.0),
+    Target(("base512-float32",), "memory_vs_hf", "<=", 0.8),
+    Target(("base512-bf16",), "memory_vs_hf", "<=", 0.8),
+)
+
+
+@dataclass
+class Check:
+    """One target's figure and verdict, and why it is not ``met``/``not met`` if so."""
+
+    name: str
+    op: str
+    limit: float
+    value: float | None
+    verdict: Verdict
+    rows: tuple[str, ...]
+    reasons: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "value": self.value,
+            "op": self.op,
+            "limit": self.limit,
+            "verdict": self.verdict,
+            "rows": list(self.rows),
+            "reasons": self.reasons,
+        }
+
+
+def _value(target: Target, results: Mapping[str, BenchmarkResult]) -> float | None:
+    first = results[target.rows[0]]
+    if target.quantity == "bf16_over_fp32":
+        base = results[target.rows[1]].results["albertkit"].sequences_per_s
+        return first.results["albertkit"].sequences_per_s / base
+    if first.ratios_vs_hf is None:
+        return None
+    if target.quantity == "speed_vs_hf":
+        return first.ratios_vs_hf.sequences_per_s
+    return first.ratios_vs_hf.peak_memory
+
+
+def emulates_bfloat16(result: BenchmarkResult) -> bool:
+    """Whether ``result`` ran on a CPU without bfloat16 instructions (as its machine record
+    says; a result that does not record them counts as native)."""
+    flags = result.machine.cpu_bfloat16_flags
+    return result.results["albertkit"].device == "CPU" and flags is not None and not flags
+
+
+def evaluate(results: Mapping[str, BenchmarkResult]) -> list[Check]:
+    """One :class:`Check` per :data:`TARGETS` entry from ``results`` (row key -> result).
+
+    A bfloat16 speed target whose bfloat16 run was made on a CPU that emulates bfloat16
+    (:func:`emulates_bfloat16`) is ``emulated``. Memory targets are judged regardless:
+    resident sizes do not depend on how the arithmetic is done.
+    """
+    checks = []
+    for t in TARGETS:
+        absent = [k for k in t.rows if k not in results]
+        no_hf = [
+            k for k in t.rows[:1]
+            if k in results and t.quantity != "bf16_over_fp32"
+            and results[k].ratios_vs_hf is None
+        ]
+        if absent or no_hf:
+            reasons = [f"{k}: not measured" for k in absent]
+            reasons += [f"{k}: measured without --compare hf-pytorch" for k in no_hf]
+            checks.append(Check(t.name, t.op, t.limit, None, "missing", t.rows, reasons))
+            continue
+        value = _value(t, results)
+        noisy = [f"{k}: {why}" for k in t.rows for why in results[k].noisy_reasons]
+        noisy += [f"{k}: marked noisy" for k in t.rows
+                  if results[k].noisy and not results[k].noisy_reasons]
+        verdict: Verdict
+        if t.is_bf16_speed and emulates_bfloat16(results[t.rows[0]]):
+            verdict = "emulated"
+            noisy = ["this CPU has no bfloat16 instructions (AVX-512 BF16, AMX, "
+                     "AVX-NE-CONVERT): both frameworks emulate bfloat16"]
+        elif noisy and t.quantity != "memory_vs_hf":
+            verdict = "noisy"
+        elif (value >= t.limit) if t.op == ">=" else (value <= t.limit):
+            verdict = "met"
+        else:
+            verdict = "not met"
+        checks.append(Check(t.name, t.op, t.limit, value, verdict, t.rows, noisy))
+    return checks
+
+
+def format_checks(checks: list[Check]) -> str:
+    """The checks as a markdown table, then the reasons for each noisy/emulated/missing one."""
+    lines = ["| target | measured | goal | verdict |", "|---|---:|---:|---|"]
+    for c in checks:
+        value = "-" if c.value is None else f"{c.value:.2f}x"
+        lines.append(f"| {c.name} | {value} | {c.op} {c.limit:g}x | {c.verdict} |")
+    notes = [f"- {c.name}: {'; '.join(c.reasons)}" for c in checks if c.reasons]
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines)
+
+
+def format_rows(results: Mapping[str, BenchmarkResult]) -> str:
+    """The measured runs behind the checks, one line each, in :data:`ROWS` order."""
+    mib = 2**20
+    lines = [
+        "| run | albertkit seq/s | HF seq/s | peak RSS albertkit / HF MiB | load before -> after "
+        "| round spread ak / HF | mark |",
+        "|---|---:|---:|---:|---|---|---|",
+    ]
+    for row in ROWS:
+        r = results.get(row.key)
+        if r is None:
+            continue
+        ak, hf = r.results["albertkit"], r.results.get("hf-pytorch")
+        spread = " / ".join(
+            f"{r.round_spread_pct[f]:.1f} %" if f in r.round_spread_pct else "-"
+            for f in ("albertkit", "hf-pytorch")
+        )
+        load = " -> ".join("-" if v is None else f"{v:.2f}" for v in (r.load_before, r.load_after))
+        lines.append(
+            f"| {row.label} | {ak.sequences_per_s:.2f} | "
+            f"{'-' if hf is None else f'{hf.sequences_per_s:.2f}'} | "
+            f"{ak.peak_bytes / mib:,.0f} / {'-' if hf is None else f'{hf.peak_bytes / mib:,.0f}'} | "
+            f"{load} | {spread} | {'noisy' if r.noisy else 'quiet'} |"
+        )
+    return "\n".join(lines)
