@@ -1,0 +1,157 @@
+"""Two variants of albertkit's training step, timed in alternating rounds in one process.
+
+Both steps are built as the trainer builds them (``albertkit benchmark``'s worker:
+synthetic batch, same model, optimizer and ``runtime.xla`` plan) and differ only in the
+``--a`` / ``--b`` settings. Their rounds alternate (a, b, b, a, a, b...), so a machine whose
+speed drifts over minutes slows both alike and the ratio of their medians holds where two
+separate runs would not agree. Speed only: both steps live in one process, so resident
+memory is shared (use ``albertkit benchmark`` for memory).
+
+Variant settings: ``remat`` (none, selective, full), ``xla`` (auto, on, off), ``optimizer``
+(adamw, lamb). Precisions are compared with separate ``albertkit benchmark`` runs.
+
+    python scripts/bench_ab.py --size tiny --seq-length 128 --micro-batch 32 --b remat=none
+    python scripts/bench_ab.py --size base --micro-batch 8 --a xla=on --b xla=off \\
+        --rounds 6 --steps 2 --json runs/ab/xla.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+# TensorFlow's C++ INFO lines stay hidden unless the environment asks for them.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+VARIANT_FIELDS = {
+    "remat": ("none", "selective", "full"),
+    "xla": ("auto", "on", "off"),
+    "optimizer": ("adamw", "lamb"),
+}
+
+
+def parse_variant(text: str, option: str) -> dict[str, str]:
+    """``"remat=none,xla=off"`` -> ``{"remat": "none", "xla": "off"}``; ValueError naming the
+    option and the field for anything else."""
+    variant: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in VARIANT_FIELDS:
+            raise ValueError(f"{option} {item!r}: expected FIELD=VALUE with FIELD one of "
+                             f"{', '.join(VARIANT_FIELDS)}")
+        if value not in VARIANT_FIELDS[key]:
+            raise ValueError(f"{option} {key}={value!r}: expected one of "
+                             f"{', '.join(VARIANT_FIELDS[key])}")
+        variant[key] = value
+    return variant
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", default="tiny")
+    p.add_argument("--seq-length", type=int, default=128)
+    p.add_argument("--micro-batch", type=int, default=32)
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="model field override, e.g. --set num_hidden_layers=2")
+    p.add_argument("--a", default="", help="variant A's settings, e.g. remat=selective")
+    p.add_argument("--b", default="", help="variant B's settings, e.g. remat=none")
+    p.add_argument("--rounds", type=int, default=12)
+    p.add_argument("--steps", type=int, default=5, help="timed steps per round and variant")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--json", type=Path, help="also write the result here")
+    args = p.parse_args(argv)
+    try:
+        args.variants = {"A": parse_variant(args.a, "--a"), "B": parse_variant(args.b, "--b")}
+    except ValueError as e:
+        p.error(str(e))
+    if args.variants["A"] == args.variants["B"]:
+        p.error("--a and --b describe the same step: give them different settings")
+    for option in ("rounds", "steps", "warmup"):
+        if getattr(args, option) < 1:
+            p.error(f"--{option} must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    from albertkit.cli.benchmark import model_overrides
+    from albertkit.fileio import atomic_write_json
+    from albertkit.perf.meter import timed
+    from albertkit.perf.settings import BenchmarkSettings
+    from albertkit.perf.workers import AlbertkitWorker
+    from albertkit.tfstart import start_tensorflow
+
+    start_tensorflow(quiet=True)
+    model = model_overrides(args.set)
+    workers, settings = {}, {}
+    for name, variant in args.variants.items():
+        fields = dict(variant)
+        if "xla" in fields:
+            fields["xla"] = {"auto": "auto", "on": True, "off": False}[fields["xla"]]
+        settings[name] = BenchmarkSettings(
+            size=args.size, model=model, seq_length=args.seq_length,
+            micro_batch=args.micro_batch, warmup=args.warmup, steps=args.steps, **fields)
+        print(f"building {name} ({describe(variant)}) and running {args.warmup} warm-up "
+              "steps", flush=True)
+        workers[name] = AlbertkitWorker(settings[name])
+        workers[name].setup()
+    load_before = os.getloadavg()[0]
+    times: dict[str, list[float]] = {"A": [], "B": []}
+    for r in range(args.rounds):
+        order = ("A", "B") if r % 2 == 0 else ("B", "A")
+        for name in order:
+            times[name] += timed(workers[name]._run_step, args.steps)
+        print(f"round {r + 1}/{args.rounds}: median so far A "
+              f"{statistics.median(times['A']) * 1e3:.1f} ms, B "
+              f"{statistics.median(times['B']) * 1e3:.1f} ms", flush=True)
+    result = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+        "variants": {n: {"settings": args.variants[n],
+                         "xla_plan": workers[n].step.xla._asdict(),
+                         "step_s_median": statistics.median(times[n]),
+                         "step_times_s": times[n]} for n in ("A", "B")},
+        "settings": settings["A"].model_dump(mode="json", exclude={"remat", "xla",
+                                                                   "optimizer"}),
+    }
+    result["a_over_b"] = (result["variants"]["A"]["step_s_median"]
+                          / result["variants"]["B"]["step_s_median"])
+    print(format_result(result))
+    if args.json:
+        atomic_write_json(args.json, result)
+    return 0
+
+
+def describe(variant: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in variant.items()) or "the defaults"
+
+
+def format_result(r: dict) -> str:
+    s = r["settings"]
+    lines = [
+        f"ALBERT-{s['size']} seq {s['seq_length']} micro-batch {s['micro_batch']}, "
+        f"{s['precision']}; {r['date']}, load {r['load_before']:.2f} -> {r['load_after']:.2f}",
+        "",
+        "| variant | settings | compute XLA | median step ms | steps |",
+        "|---|---|---|---:|---:|",
+    ]
+    for name, v in r["variants"].items():
+        lines.append(f"| {name} | {describe(v['settings'])} | "
+                     f"{'on' if v['xla_plan']['compute'] else 'off'} | "
+                     f"{v['step_s_median'] * 1e3:.1f} | {len(v['step_times_s'])} |")
+    ratio = r["a_over_b"]
+    faster = "B" if ratio > 1 else "A"
+    lines += ["", f"A / B step time: x{ratio:.3f} ({faster} is faster by "
+                  f"{abs(1 - (ratio if ratio < 1 else 1 / ratio)) * 100:.1f} %)"]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
