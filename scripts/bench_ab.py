@@ -7,6 +7,10 @@ speed drifts over minutes slows both alike and the ratio of their medians holds 
 separate runs would not agree. Speed only: both steps live in one process, so resident
 memory is shared (use ``albertkit benchmark`` for memory).
 
+The result is marked noisy as the benchmark's are (``albertkit.perf.noise``): by the load
+average before the script started or other processes' runnable threads during the rounds
+(above 0.25 per CPU), or when the per-round A/B ratios disagree by more than 10 %.
+
 Variant settings: ``remat`` (none, selective, full), ``xla`` (auto, on, off), ``optimizer``
 (adamw, lamb). Precisions are compared with separate ``albertkit benchmark`` runs.
 
@@ -27,6 +31,8 @@ from pathlib import Path
 # TensorFlow's C++ INFO lines stay hidden unless the environment asks for them.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+NOISY_LOAD_PER_CPU = 0.25  # the benchmark's defaults (BenchmarkSettings)
+NOISY_SPREAD_PCT = 10.0
 VARIANT_FIELDS = {
     "remat": ("none", "selective", "full"),
     "xla": ("auto", "on", "off"),
@@ -83,10 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     from albertkit.cli.benchmark import model_overrides
     from albertkit.fileio import atomic_write_json
     from albertkit.perf.meter import timed
+    from albertkit.perf.noise import LoadMonitor
     from albertkit.perf.settings import BenchmarkSettings
     from albertkit.perf.workers import AlbertkitWorker
     from albertkit.tfstart import start_tensorflow
 
+    monitor = LoadMonitor()  # the load average now, before this process does any work
     start_tensorflow(quiet=True)
     model = model_overrides(args.set)
     workers, settings = {}, {}
@@ -101,19 +109,26 @@ def main(argv: list[str] | None = None) -> int:
               "steps", flush=True)
         workers[name] = AlbertkitWorker(settings[name])
         workers[name].setup()
-    load_before = os.getloadavg()[0]
     times: dict[str, list[float]] = {"A": [], "B": []}
+    round_ratios = []
+    monitor.start()
     for r in range(args.rounds):
         order = ("A", "B") if r % 2 == 0 else ("B", "A")
+        this = {name: timed(workers[name]._run_step, args.steps) for name in order}
         for name in order:
-            times[name] += timed(workers[name]._run_step, args.steps)
-        print(f"round {r + 1}/{args.rounds}: median so far A "
-              f"{statistics.median(times['A']) * 1e3:.1f} ms, B "
-              f"{statistics.median(times['B']) * 1e3:.1f} ms", flush=True)
+            times[name] += this[name]
+        round_ratios.append(statistics.median(this["A"]) / statistics.median(this["B"]))
+        print(f"round {r + 1}/{args.rounds}: A / B x{round_ratios[-1]:.3f}", flush=True)
+    monitor.stop()
+    noisy, reasons = noise(monitor, round_ratios)
     result = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "load_before": load_before,
-        "load_after": os.getloadavg()[0],
+        "load_before": monitor.before,
+        "load_during": monitor.during,
+        "load_after": monitor.after,
+        "round_ratios": round_ratios,
+        "noisy": noisy,
+        "noisy_reasons": reasons,
         "variants": {n: {"settings": args.variants[n],
                          "xla_plan": workers[n].step.xla._asdict(),
                          "step_s_median": statistics.median(times[n]),
@@ -127,6 +142,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         atomic_write_json(args.json, result)
     return 0
+
+
+def noise(monitor, round_ratios: list[float]) -> tuple[bool, list[str]]:
+    """The benchmark's load rules, and the per-round A/B ratios' spread instead of each
+    framework's per-round rates (drift moves the rates of both variants, not their ratio)."""
+    from albertkit.perf.noise import assess_noise, round_spread_pct
+
+    _, reasons = assess_noise(monitor.before, monitor.during, os.cpu_count() or 1, {},
+                              NOISY_LOAD_PER_CPU)
+    spread = round_spread_pct(round_ratios)
+    if spread > NOISY_SPREAD_PCT:
+        reasons.append(f"per-round A / B ratios disagree by {spread:.1f}% "
+                       f"(x{min(round_ratios):.3f}-x{max(round_ratios):.3f}) > "
+                       f"{NOISY_SPREAD_PCT:g}%")
+    return bool(reasons), reasons
 
 
 def describe(variant: dict[str, str]) -> str:
@@ -149,7 +179,10 @@ def format_result(r: dict) -> str:
     ratio = r["a_over_b"]
     faster = "B" if ratio > 1 else "A"
     lines += ["", f"A / B step time: x{ratio:.3f} ({faster} is faster by "
-                  f"{abs(1 - (ratio if ratio < 1 else 1 / ratio)) * 100:.1f} %)"]
+                  f"{abs(1 - (ratio if ratio < 1 else 1 / ratio)) * 100:.1f} %); per round "
+                  f"x{min(r['round_ratios']):.3f}-x{max(r['round_ratios']):.3f}"]
+    lines.append("NOISY: " + "; ".join(r["noisy_reasons"]) if r["noisy"] else
+                 "quiet (load and per-round ratios within the benchmark's thresholds)")
     return "\n".join(lines)
 
 

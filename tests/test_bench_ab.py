@@ -8,6 +8,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -33,6 +34,18 @@ def test_variants_parse_and_errors_name_the_option_and_field(ab):
         ab.parse_variant("remat", "--a")
 
 
+def test_noisy_by_load_or_by_disagreeing_round_ratios(ab):
+    quiet = SimpleNamespace(before=0.1, during=0.0)
+    assert ab.noise(quiet, [1.02, 1.05, 1.03]) == (False, [])
+    # the rates may drift, the ratio may not: 1.00 vs 1.20 is a 19 % spread
+    noisy, reasons = ab.noise(quiet, [1.0, 1.2, 1.05])
+    assert noisy and reasons == [
+        "per-round A / B ratios disagree by 19.0% (x1.000-x1.200) > 10%"]
+    busy = SimpleNamespace(before=0.1, during=1.5)  # other processes' runnable threads
+    noisy, reasons = ab.noise(busy, [1.0, 1.0])
+    assert noisy and "other processes kept 1.50 threads runnable" in reasons[0]
+
+
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
                           text=True, timeout=600, cwd=cwd)
@@ -55,5 +68,10 @@ def test_two_remat_modes_alternate_and_the_ratio_is_of_the_medians(tmp_path):
     assert len(a["step_times_s"]) == len(b["step_times_s"]) == 6
     assert a["step_s_median"] == statistics.median(a["step_times_s"])
     assert r["a_over_b"] == pytest.approx(a["step_s_median"] / b["step_s_median"])
+    assert len(r["round_ratios"]) == 3 and isinstance(r["noisy"], bool)
+    # the round ratios are of each round's medians, A's rounds taken in order
+    first = statistics.median(a["step_times_s"][:2]) / statistics.median(b["step_times_s"][:2])
+    assert r["round_ratios"][0] == pytest.approx(first)
+    assert ("NOISY: " in proc.stdout) is r["noisy"]
     assert r["settings"]["micro_batch"] == 2 and r["settings"]["model"] == {"vocab_size": 300}
     assert "| B | remat=none |" in proc.stdout and "A / B step time: x" in proc.stdout
