@@ -90,18 +90,33 @@ def main(argv: list[str] | None = None) -> int:
     if args.source is not None and not directory.is_dir():
         parser.error(f"--from {directory}: no such directory")
 
-    if args.source is not None:
-        return report(read_rows(directory), write_to=None)
-    return report(measure_rows(directory, keys, args), write_to=directory)
+    from albertkit.errors import BenchmarkError
+
+    try:
+        if args.source is not None:
+            return report(read_rows(directory), write_to=None)
+        return report(measure_rows(directory, keys, args), write_to=directory)
+    except BenchmarkError as e:  # a saved result that cannot be read: the message names it
+        print(f"bench_targets: {e}", file=sys.stderr)
+        return 2
 
 
 def read_rows(directory: Path) -> dict:
-    """The results in ``directory`` (``<row>.json`` of known rows)."""
+    """The results in ``directory`` (``<row>.json`` of known rows); SystemExit naming the
+    file for one that is not a run of its row."""
     from albertkit.perf.result import BenchmarkResult
     from albertkit.perf.targets import ROWS
 
-    return {r.key: BenchmarkResult.read(directory / f"{r.key}.json")
-            for r in ROWS if (directory / f"{r.key}.json").exists()}
+    results = {}
+    for row in ROWS:
+        path = directory / f"{row.key}.json"
+        if path.exists():
+            result = BenchmarkResult.read(path)
+            wrong = row.mismatch(result)
+            if wrong:
+                raise SystemExit(f"{path}: not a run of {row.key}: {wrong}")
+            results[row.key] = result
+    return results
 
 
 def measure_rows(directory: Path, keys: list[str], args) -> dict:

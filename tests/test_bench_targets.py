@@ -98,8 +98,10 @@ def test_bfloat16_speed_is_emulated_without_bf16_instructions_memory_still_count
     checks = evaluate(results)
     assert _check(checks, "base 128 x 8 mixed_bfloat16: sequences/s").verdict == "emulated"
     assert _check(checks, "base 128 x 8 mixed_bfloat16: albertkit").verdict == "emulated"
-    assert _check(checks, "base 128 x 8 mixed_bfloat16: peak").verdict == "met"
+    memory = _check(checks, "base 128 x 8 mixed_bfloat16: peak")
+    assert memory.verdict == "met" and "scratch memory may differ" in memory.reasons[0]
     assert _check(checks, "base 128 x 8 float32: sequences/s").verdict == "met"
+    assert _check(checks, "base 128 x 8 float32: peak").reasons == []
     # with bfloat16 instructions, on a GPU, or not recorded (older results): judged
     for kwargs in ({"bf16_flags": ["avx512_bf16", "amx_bf16"]},
                    {"bf16_flags": [], "device": "GPU"}, {"bf16_flags": None}):
@@ -122,6 +124,24 @@ def test_format_checks_lists_every_target_and_the_reasons():
         assert f"| {c.name} |" in text
     assert "| 1.20x | >= 1.15x | noisy |" in text
     assert "- base 128 x 8 float32: sequences/s vs HF: base128-float32: spread 12%" in text
+
+
+def test_a_row_names_what_a_result_of_another_run_differs_in():
+    from albertkit.perf.settings import BenchmarkSettings
+    from albertkit.perf.targets import ROW_BY_KEY
+
+    tiny = BenchmarkSettings(size="tiny", seq_length=128, micro_batch=32)
+    result = BenchmarkResult.model_construct(settings=tiny)
+    assert ROW_BY_KEY["tiny128-float32"].mismatch(result) is None
+    assert ROW_BY_KEY["base128-float32"].mismatch(result) == (
+        "size tiny (the row's is base), micro_batch 32 (the row's is 8)")
+
+
+def test_from_reports_an_unreadable_result_by_name(tmp_path):
+    (tmp_path / "base512-bf16.json").write_text("{\"settings\": {}}")
+    proc = _run("--from", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "base512-bf16.json: not an `albertkit benchmark --json` result" in proc.stderr
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -160,3 +180,10 @@ def test_script_measures_a_row_keeps_it_and_evaluates_saved_results(tmp_path):
     # --from evaluates the saved results without running anything
     saved = _run("--from", str(out), cwd=tmp_path)
     assert saved.returncode == 0 and "| tiny 128 x 32 float32 |" in saved.stdout
+    # a result saved under another row's name is refused, naming the file and the fields
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "base128-float32.json").write_text((out / "tiny128-float32.json").read_text())
+    wrong = _run("--from", str(other), cwd=tmp_path)
+    assert wrong.returncode == 1
+    assert "base128-float32.json: not a run of base128-float32: size tiny" in wrong.stderr

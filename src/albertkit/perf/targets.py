@@ -49,6 +49,16 @@ class Row:
     def label(self) -> str:
         return f"{self.size} {self.seq_length} x {self.micro_batch} {self.precision}"
 
+    def mismatch(self, result: BenchmarkResult) -> str | None:
+        """What in ``result`` differs from this row (None: it is a run of this row)."""
+        s = result.settings
+        got = {"size": s.size, "seq_length": s.seq_length, "micro_batch": s.micro_batch,
+               "precision": s.precision}
+        want = {"size": self.size, "seq_length": self.seq_length,
+                "micro_batch": self.micro_batch, "precision": self.precision}
+        wrong = [f"{k} {got[k]} (the row's is {want[k]})" for k in want if got[k] != want[k]]
+        return ", ".join(wrong) or None
+
 
 ROWS: tuple[Row, ...] = (
     Row("base128-float32", "base", 128, 8, "float32", 3, 2),
@@ -146,8 +156,8 @@ def evaluate(results: Mapping[str, BenchmarkResult]) -> list[Check]:
     """One :class:`Check` per :data:`TARGETS` entry from ``results`` (row key -> result).
 
     A bfloat16 speed target whose bfloat16 run was made on a CPU that emulates bfloat16
-    (:func:`emulates_bfloat16`) is ``emulated``. Memory targets are judged regardless:
-    resident sizes do not depend on how the arithmetic is done.
+    (:func:`emulates_bfloat16`) is ``emulated``. Memory targets are judged regardless, with
+    the emulation listed among the reasons.
     """
     checks = []
     for t in TARGETS:
@@ -167,10 +177,16 @@ def evaluate(results: Mapping[str, BenchmarkResult]) -> list[Check]:
         noisy += [f"{k}: marked noisy" for k in t.rows
                   if results[k].noisy and not results[k].noisy_reasons]
         verdict: Verdict
-        if t.is_bf16_speed and emulates_bfloat16(results[t.rows[0]]):
+        emulated = emulates_bfloat16(results[t.rows[0]]) and "bf16" in t.rows[0]
+        if emulated:
+            why = (f"{t.rows[0]}: run on a CPU without bfloat16 instructions (AVX-512 BF16, "
+                   "AMX, AVX-NE-CONVERT), where both frameworks emulate bfloat16")
+            if t.quantity == "memory_vs_hf":
+                noisy.append(why + "; emulation kernels' scratch memory may differ")
+            else:
+                noisy = [why]
+        if t.is_bf16_speed and emulated:
             verdict = "emulated"
-            noisy = ["this CPU has no bfloat16 instructions (AVX-512 BF16, AMX, "
-                     "AVX-NE-CONVERT): both frameworks emulate bfloat16"]
         elif noisy and t.quantity != "memory_vs_hf":
             verdict = "noisy"
         elif (value >= t.limit) if t.op == ">=" else (value <= t.limit):
