@@ -121,7 +121,6 @@ def read_rows(directory: Path) -> dict:
 
 def measure_rows(directory: Path, keys: list[str], args) -> dict:
     from albertkit.fileio import atomic_write_text
-    from albertkit.perf.result import BenchmarkResult
     from albertkit.perf.runner import measure
     from albertkit.perf.settings import BenchmarkSettings
     from albertkit.perf.targets import ROW_BY_KEY
@@ -149,7 +148,7 @@ def measure_rows(directory: Path, keys: list[str], args) -> dict:
             wait_until_quiet(0.5 * settings.noisy_load_per_cpu * cpus, args.quiet_wait)
         result = measure(settings, progress=True)
         atomic_write_text(path, result.to_json())
-        results[key] = BenchmarkResult.read(path)
+        results[key] = result
         mark = "noisy: " + "; ".join(result.noisy_reasons) if result.noisy else "quiet"
         print(f"  wrote {path} ({mark})", flush=True)
     return results

@@ -3,7 +3,10 @@ ALBERTKIT_FORBID_SKIPS=1 (CI) any skipped test fails the run."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -67,3 +70,12 @@ def tiny_config():
 def tiny_spec():
     """The tiny architecture (an ``AlbertSpec``)."""
     return make_tiny_config().model.spec
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` imported as a module (the scripts are not a package)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

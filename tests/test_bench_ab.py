@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
 import subprocess
@@ -12,15 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import load_script
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_ab.py"
 
 
 @pytest.fixture(scope="module")
 def ab():
-    spec = importlib.util.spec_from_file_location("bench_ab", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_ab")
 
 
 def test_variants_parse_and_errors_name_the_option_and_field(ab):
