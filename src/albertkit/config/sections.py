@@ -760,7 +760,8 @@ class LoggingConfig(_Section):
     input_bound_share: float = Field(
         0.2, gt=0.0, lt=1.0,
         description="Warn that the run is input-bound when waiting for input takes more than "
-        "this share of a logging window.",
+        "this share of a logging window (windows shorter than a second are judged together "
+        "with the next ones).",
     )
     mlflow: MlflowConfig | None = Field(
         None,

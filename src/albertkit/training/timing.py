@@ -30,6 +30,11 @@ log = logging.getLogger("albertkit")
 
 PARTS = ("input", "compute", "apply", "checkpoint", "eval")
 
+# The input-bound verdict is given on at least this much wall time: shorter windows (a tiny
+# model logging every few steps) are pooled with the next ones, because in a window of tens
+# of milliseconds one scheduler pause decides the input share.
+JUDGED_SECONDS = 1.0
+
 
 class StepClock:
     """Times a training run's windows.
@@ -37,7 +42,8 @@ class StepClock:
     Args:
         split_every: run one step in each ``split_every`` as its two timed halves (0 = never:
             the step time is then reported whole, as ``step_s``).
-        input_bound_share: warn when input wait exceeds this share of a window.
+        input_bound_share: warn when input wait exceeds this share of a window (windows
+            shorter than ``JUDGED_SECONDS`` are judged pooled with the next ones).
         distributor: with several ranks, each window's per-rank figures are gathered to
             every rank (a collective: every rank must call :meth:`window` at the same step).
         gpu: sample this process's GPU through NVML (``nvidia-ml-py``); absent -> nothing.
@@ -53,6 +59,7 @@ class StepClock:
         self.last_split: dict[str, float] | None = None  # seconds of the latest timed halves
         self.input_bound = False
         self.ever_input_bound = False
+        self._pooled = {"input": 0.0, "wall": 0.0, "steps": 0}  # windows not yet judged
         self.nvml = NvmlSampler.start(distributor) if gpu else None
         self._reset()
 
@@ -135,7 +142,7 @@ class StepClock:
         if self.nvml is not None:
             mine.update(self.nvml.window())
         out.update(self._per_rank(mine))
-        self._input_bound_warning(out["input_share"], n)
+        self._judge_input(parts["input"], wall, self.steps)
         self._reset()
         return out
 
@@ -159,7 +166,15 @@ class StepClock:
                     out[f"rank{r}_{k}"] = v
         return out
 
-    def _input_bound_warning(self, share: float, steps: int) -> None:
+    def _judge_input(self, input_seconds: float, wall: float, steps: int) -> None:
+        pool = self._pooled
+        pool["input"] += input_seconds
+        pool["wall"] += wall
+        pool["steps"] += steps
+        if pool["wall"] < JUDGED_SECONDS:
+            return
+        share, steps = pool["input"] / pool["wall"], pool["steps"]
+        self._pooled = {"input": 0.0, "wall": 0.0, "steps": 0}
         bound = share > self.input_bound_share
         if bound and not self.input_bound:
             log.warning(
