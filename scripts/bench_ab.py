@@ -31,8 +31,6 @@ from pathlib import Path
 # TensorFlow's C++ INFO lines stay hidden unless the environment asks for them.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-NOISY_LOAD_PER_CPU = 0.25  # the benchmark's defaults (BenchmarkSettings)
-NOISY_SPREAD_PCT = 10.0
 VARIANT_FIELDS = {
     "remat": ("none", "selective", "full"),
     "xla": ("auto", "on", "off"),
@@ -148,14 +146,17 @@ def noise(monitor, round_ratios: list[float]) -> tuple[bool, list[str]]:
     """The benchmark's load rules, and the per-round A/B ratios' spread instead of each
     framework's per-round rates (drift moves the rates of both variants, not their ratio)."""
     from albertkit.perf.noise import assess_noise, round_spread_pct
+    from albertkit.perf.settings import BenchmarkSettings
 
+    limits = BenchmarkSettings.model_fields  # the benchmark's default thresholds
+    max_spread = limits["noisy_spread_pct"].default
     _, reasons = assess_noise(monitor.before, monitor.during, os.cpu_count() or 1, {},
-                              NOISY_LOAD_PER_CPU)
+                              limits["noisy_load_per_cpu"].default)
     spread = round_spread_pct(round_ratios)
-    if spread > NOISY_SPREAD_PCT:
+    if spread > max_spread:
         reasons.append(f"per-round A / B ratios disagree by {spread:.1f}% "
                        f"(x{min(round_ratios):.3f}-x{max(round_ratios):.3f}) > "
-                       f"{NOISY_SPREAD_PCT:g}%")
+                       f"{max_spread:g}%")
     return bool(reasons), reasons
 
 

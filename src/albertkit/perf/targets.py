@@ -52,11 +52,9 @@ class Row:
     def mismatch(self, result: BenchmarkResult) -> str | None:
         """What in ``result`` differs from this row (None: it is a run of this row)."""
         s = result.settings
-        got = {"size": s.size, "seq_length": s.seq_length, "micro_batch": s.micro_batch,
-               "precision": s.precision}
-        want = {"size": self.size, "seq_length": self.seq_length,
-                "micro_batch": self.micro_batch, "precision": self.precision}
-        wrong = [f"{k} {got[k]} (the row's is {want[k]})" for k in want if got[k] != want[k]]
+        wrong = [f"{k} {getattr(s, k)} (the row's is {getattr(self, k)})"
+                 for k in ("size", "seq_length", "micro_batch", "precision")
+                 if getattr(s, k) != getattr(self, k)]
         return ", ".join(wrong) or None
 
 
@@ -91,8 +89,13 @@ class Target:
         return f"{label}: {what}"
 
     @property
+    def is_bf16(self) -> bool:
+        """Its (first) run is in mixed_bfloat16."""
+        return ROW_BY_KEY[self.rows[0]].precision == "mixed_bfloat16"
+
+    @property
     def is_bf16_speed(self) -> bool:
-        return self.quantity != "memory_vs_hf" and "bf16" in self.rows[0]
+        return self.quantity != "memory_vs_hf" and self.is_bf16
 
 
 TARGETS: tuple[Target, ...] = (
@@ -177,7 +180,7 @@ def evaluate(results: Mapping[str, BenchmarkResult]) -> list[Check]:
         noisy += [f"{k}: marked noisy" for k in t.rows
                   if results[k].noisy and not results[k].noisy_reasons]
         verdict: Verdict
-        emulated = emulates_bfloat16(results[t.rows[0]]) and "bf16" in t.rows[0]
+        emulated = t.is_bf16 and emulates_bfloat16(results[t.rows[0]])
         if emulated:
             why = (f"{t.rows[0]}: run on a CPU without bfloat16 instructions (AVX-512 BF16, "
                    "AMX, AVX-NE-CONVERT), where both frameworks emulate bfloat16")
