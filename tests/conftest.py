@@ -4,6 +4,7 @@ ALBERTKIT_FORBID_SKIPS=1 (CI) any skipped test fails the run."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from pathlib import Path
 from types import ModuleType
@@ -28,6 +29,22 @@ def pytest_sessionfinish(session, exitstatus):
         for nodeid in _skipped:
             print(f"  {nodeid}")
         session.exitstatus = 1
+
+
+@pytest.fixture(autouse=True)
+def fresh_albertkit_logging():
+    """The CLI's ``main`` (called in-process by many tests) binds the albertkit log handler
+    to the sys.stderr of its first call, which pytest closes after that test, and stops
+    propagation, which hides later records from caplog. Every test starts with no handler
+    and gets the logger back as it was."""
+    log = logging.getLogger("albertkit")
+    saved = (list(log.handlers), log.level, log.propagate)
+    log.handlers.clear()
+    log.propagate = True
+    yield
+    log.handlers[:] = saved[0]
+    log.setLevel(saved[1])
+    log.propagate = saved[2]
 
 
 # --------------------------------------------------------------------------- tiny runs

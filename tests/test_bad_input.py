@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import re
 import subprocess
 import sys
@@ -63,20 +62,6 @@ def shards(tmp_path_factory, tok_dir, corpus) -> Path:
                                 max_predictions_per_seq=PREDS, dupe_factor=1, num_shards=2)
     prepare_pretraining_data(cfg, tok_dir, out, num_workers=1, progress=False)
     return out
-
-
-@pytest.fixture(autouse=True)
-def fresh_cli_logging():
-    """``main`` binds the albertkit log handler to the sys.stderr of its first call; under
-    capsys that stream is closed after the test. Give every test its own handler and put
-    the logger back as it was (other tests read it through caplog)."""
-    log = logging.getLogger("albertkit")
-    saved = (list(log.handlers), log.level, log.propagate)
-    log.handlers.clear()
-    yield
-    log.handlers[:] = saved[0]
-    log.setLevel(saved[1])
-    log.propagate = saved[2]
 
 
 # ====================================================================== helpers

@@ -148,9 +148,15 @@ def _slow_micro_batches(monkeypatch, seconds: float) -> None:
     monkeypatch.setattr(pretraining, "accumulation_batches", slow)
 
 
+# Run alone: the input share is a measurement. In the 2-worker pass a neighbour's burst of
+# work starved the prefetching threads and pushed one 1-s window of the normal run to 0.22.
+@pytest.mark.serial
 @pytest.mark.parametrize("slow", [True, False], ids=["slow-input", "normal-input"])
 def test_input_bound_is_reported_only_for_a_slow_pipeline(tmp_path, tiny_config, monkeypatch,
                                                           caplog, slow):
+    # threshold 0.3: a tiny model's fused step spends 0.11-0.13 of its ~11 ms fetching the
+    # batch (measured alone); the slow pipeline waits for more than half of every window
+    threshold = 0.3
     if slow:
         # two micro-batches per step, each waits 0.1 s: a window of 5 steps lasts > 1 s
         # (JUDGED_SECONDS), so each is judged alone; a tiny step computes in ~10 ms
@@ -163,7 +169,8 @@ def test_input_bound_is_reported_only_for_a_slow_pipeline(tmp_path, tiny_config,
         steps, every = 400, 100
     run = tmp_path / "run"
     cfg = tiny_config(run, runtime={"max_steps": steps, "eval_every_steps": 0, "eval_steps": 2},
-                      logging={**QUIET, "log_every_steps": every, "tensorboard": False})
+                      logging={**QUIET, "log_every_steps": every, "tensorboard": False,
+                               "input_bound_share": threshold})
     with caplog.at_level(logging.INFO, logger="albertkit"):
         trainer = AlbertTrainer(cfg).fit()
     warned = [r for r in caplog.records if "input-bound" in r.getMessage()]
@@ -175,8 +182,7 @@ def test_input_bound_is_reported_only_for_a_slow_pipeline(tmp_path, tiny_config,
         # windows 1-2 also hold tracing (of the step, then of its timed halves)
         assert min(shares[2:]) > 0.5, shares
     else:
-        # a tiny model's fused step: ~1.5 ms of its ~11 ms goes to fetching the batch (0.11-0.13)
-        assert max(shares[2:]) < 0.2, shares
+        assert max(shares[2:]) < threshold, shares
         assert trainer.summary["time"]["input_bound"] is False
         assert not warned
 
