@@ -54,6 +54,25 @@ def test_spread_rule_known_figures():
     assert assess_noise(None, None, 2, {"a": [3.0, 4.0, 5.0]}, spread_pct=49.9)[0] is True
 
 
+def test_matmul_probe_is_quoted_in_the_spread_reason_and_decides_nothing():
+    rates = {"albertkit": [2.86, 3.47], "hf-pytorch": [3.00, 3.10]}
+    probes = {"albertkit": [228e9, 309e9], "hf-pytorch": [316e9, 500e9]}
+    noisy, reasons = assess_noise(0.0, 0.0, 2, rates, probe_rates=probes)
+    assert noisy and len(reasons) == 1  # hf's probe moved by 45 %, its rounds did not
+    # (309 - 228) / 268.5 = 30.2 %
+    assert reasons[0] == (
+        "albertkit: rounds disagree by 19.3% (per-round seq/s 2.86-3.47) > 10%; its matmul "
+        "probe moved by 30.2% over the same rounds (228-309 GFLOP/s)"
+    )
+    # without probes (or with a probe per round missing) the reason is the bare one
+    assert assess_noise(0.0, 0.0, 2, rates)[1][0].endswith("> 10%")
+    assert assess_noise(0.0, 0.0, 2, rates, probe_rates={"albertkit": [1e9]})[1][0].endswith(
+        "> 10%")
+    # a quiet run stays quiet whatever its probe did
+    assert assess_noise(0.0, 0.0, 2, {"a": [3.0, 3.1]}, probe_rates={"a": [1e9, 3e9]}) == (
+        False, [])
+
+
 def test_load_rules_scale_with_the_cpu_count():
     rates = {"albertkit": [1.0, 1.0]}
     # 0.25 runnable threads per CPU: 0.5 on 2 CPUs, 4 on 16
@@ -152,6 +171,8 @@ def test_quiet_run_is_not_marked_noisy(tmp_path):
     assert result.load_before == 0.05 and result.load_during == 0.0
     assert result.load_after == 0.05
     assert set(result.round_spread_pct) == {"albertkit"}
+    probe = result.results["albertkit"].matmul_flops_per_s_rounds
+    assert result.probe_spread_pct == {"albertkit": pytest.approx(round_spread_pct(probe))}
     assert len(result.results["albertkit"].sequences_per_s_rounds) == 2
     text = format_table(result)
     assert "NOISY" not in text and "quiet by the thresholds" in text

@@ -22,6 +22,14 @@ decide whether a result is marked **noisy** (:func:`assess_noise`):
 The load average after the measurement is recorded too, for the record only: it contains
 the benchmark's own work of the last minute.
 
+**Why rounds disagree.** Each worker times its framework's 2048 x 2048 matmul just before
+every round (the MFU denominator). Its spread over the rounds is recorded beside the
+round spread and quoted in the round-spread reason: when the probe moved with the step
+rate, the device itself changed speed between rounds (on a shared 2-vCPU Xeon the AMX
+bfloat16 probe moved 2-3x within a minute with no other process on the VM and no steal
+time), which says the figures cannot be trusted whatever the step does. The probe is a
+diagnosis, not a fourth rule: it changes no verdict.
+
 Thresholds are settings (:class:`~albertkit.perf.settings.BenchmarkSettings`
 ``noisy_load_per_cpu``, default 0.25 runnable threads per CPU, and ``noisy_spread_pct``,
 default 10 %).
@@ -160,10 +168,13 @@ def assess_noise(
     round_rates: Mapping[str, list[float]],
     load_per_cpu: float = 0.25,
     spread_pct: float = 10.0,
+    probe_rates: Mapping[str, list[float]] | None = None,
 ) -> tuple[bool, list[str]]:
     """Whether a result is noisy, and why (module docstring: the three rules).
 
-    ``round_rates`` maps each framework to its per-round sequences/s.
+    ``round_rates`` maps each framework to its per-round sequences/s; ``probe_rates``
+    (optional) to its matmul probe's FLOP/s before each round, quoted in a round-spread
+    reason so the reader sees whether the device's speed moved too.
 
     Example:
         >>> assess_noise(0.1, 0.0, 2, {"albertkit": [3.0, 3.6]})
@@ -185,8 +196,15 @@ def assess_noise(
     for framework, rates in round_rates.items():
         spread = round_spread_pct(rates)
         if spread > spread_pct:
-            reasons.append(
+            reason = (
                 f"{framework}: rounds disagree by {spread:.1f}% (per-round seq/s "
                 f"{min(rates):.2f}-{max(rates):.2f}) > {spread_pct:g}%"
             )
+            probes = (probe_rates or {}).get(framework, [])
+            if len(probes) == len(rates) and len(probes) > 1:
+                reason += (
+                    f"; its matmul probe moved by {round_spread_pct(probes):.1f}% over the "
+                    f"same rounds ({min(probes) / 1e9:.0f}-{max(probes) / 1e9:.0f} GFLOP/s)"
+                )
+            reasons.append(reason)
     return bool(reasons), reasons

@@ -202,6 +202,9 @@ class BenchmarkResult(_Model):
     load_during: float | None = None  # mean runnable threads of other processes, sampled
     load_after: float | None = None  # 1-minute load average after (includes our own work)
     round_spread_pct: dict[str, float] = {}  # framework -> (max - min) / median, per round
+    # framework -> the same spread of the matmul probe taken before each round: did the
+    # device's speed move with the rounds? (a diagnosis; no verdict rests on it)
+    probe_spread_pct: dict[str, float] = {}
     noisy: bool = False
     noisy_reasons: list[str] = []
 

@@ -262,6 +262,7 @@ def measure(
     multi = [n for n in settings.processes if n > 1]
     cpus = os.cpu_count() or 1
     rates = {f: r.sequences_per_s_rounds for f, r in results.items()}
+    probes = {f: r.matmul_flops_per_s_rounds for f, r in results.items()}
     noisy, reasons = assess_noise(
         monitor.before,
         monitor.during,
@@ -269,6 +270,7 @@ def measure(
         rates,
         settings.noisy_load_per_cpu,
         settings.noisy_spread_pct,
+        probe_rates=probes,
     )
     bf16_flags = cpu_bfloat16_flags()
     return BenchmarkResult(
@@ -303,6 +305,7 @@ def measure(
         load_during=monitor.during,
         load_after=monitor.after,
         round_spread_pct={f: round_spread_pct(v) for f, v in rates.items() if len(v) > 1},
+        probe_spread_pct={f: round_spread_pct(v) for f, v in probes.items() if len(v) > 1},
         noisy=noisy,
         noisy_reasons=reasons,
     )

@@ -105,8 +105,10 @@ def format_table(result: BenchmarkResult) -> str:
         )
     if result.round_spread_pct:
         spreads = ", ".join(f"{f} {v:.1f}%" for f, v in result.round_spread_pct.items())
+        probes = ", ".join(f"{f} {v:.1f}%" for f, v in result.probe_spread_pct.items())
+        probed = f" (of the matmul probe before each round: {probes})" if probes else ""
         lines.append(
-            f"rounds: spread of per-round seq/s (max - min over median) {spreads}; "
+            f"rounds: spread of per-round seq/s (max - min over median) {spreads}{probed}; "
             f"{'NOISY' if result.noisy else 'quiet'} by the thresholds "
             f"({s.noisy_load_per_cpu:g} runnable threads per CPU, {s.noisy_spread_pct:g}%)"
         )

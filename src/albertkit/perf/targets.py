@@ -217,23 +217,23 @@ def format_rows(results: Mapping[str, BenchmarkResult]) -> str:
     mib = 2**20
     lines = [
         "| run | albertkit seq/s | HF seq/s | peak RSS albertkit / HF MiB | load before -> after "
-        "| round spread ak / HF | mark |",
-        "|---|---:|---:|---:|---|---|---|",
+        "| round spread ak / HF | matmul probe spread ak / HF | mark |",
+        "|---|---:|---:|---:|---|---|---|---|",
     ]
     for row in ROWS:
         r = results.get(row.key)
         if r is None:
             continue
         ak, hf = r.results["albertkit"], r.results.get("hf-pytorch")
-        spread = " / ".join(
-            f"{r.round_spread_pct[f]:.1f} %" if f in r.round_spread_pct else "-"
-            for f in ("albertkit", "hf-pytorch")
+        spread, probe = (
+            " / ".join(f"{by[f]:.1f} %" if f in by else "-" for f in ("albertkit", "hf-pytorch"))
+            for by in (r.round_spread_pct, r.probe_spread_pct)
         )
         load = " -> ".join("-" if v is None else f"{v:.2f}" for v in (r.load_before, r.load_after))
         lines.append(
             f"| {row.label} | {ak.sequences_per_s:.2f} | "
             f"{'-' if hf is None else f'{hf.sequences_per_s:.2f}'} | "
             f"{ak.peak_bytes / mib:,.0f} / {'-' if hf is None else f'{hf.peak_bytes / mib:,.0f}'} | "
-            f"{load} | {spread} | {'noisy' if r.noisy else 'quiet'} |"
+            f"{load} | {spread} | {probe} | {'noisy' if r.noisy else 'quiet'} |"
         )
     return "\n".join(lines)
