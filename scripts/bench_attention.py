@@ -23,7 +23,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -52,6 +51,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from albertkit.models.albert import attention_core
+    from albertkit.perf.meter import timed
 
     b, h, t, d = args.batch, args.heads, args.seq_length, args.head_dim
     rng = np.random.default_rng(0)
@@ -98,16 +98,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     # each gradient's largest difference over its largest magnitude
     rel = [float(np.abs(a - r).max() / max(np.abs(r).max(), 1e-30))
            for a, r in zip(ours, theirs, strict=True)]
-    for _ in range(args.warmup):
-        run_ak()
-        pt_grads()
-    ak, pt = [], []
+    calls = {"ak": run_ak, "pt": pt_grads}
+    for call in calls.values():
+        timed(call, args.warmup)
+    times: dict[str, list[float]] = {"ak": [], "pt": []}
     load_before = os.getloadavg()[0]
     for r in range(args.rounds):
         for side in (("ak", "pt") if r % 2 == 0 else ("pt", "ak")):
-            start = time.perf_counter()
-            run_ak() if side == "ak" else pt_grads()
-            (ak if side == "ak" else pt).append(time.perf_counter() - start)
+            times[side] += timed(calls[side], 1)
+    ak, pt = times["ak"], times["pt"]
     ratios = [a / p for a, p in zip(ak, pt, strict=True)]
     quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
     return {

@@ -27,8 +27,9 @@ every round (the MFU denominator). Its spread over the rounds is recorded beside
 round spread and quoted in the round-spread reason: when the probe moved with the step
 rate, the device itself changed speed between rounds (on a shared 2-vCPU Xeon the AMX
 bfloat16 probe moved 2-3x within a minute with no other process on the VM and no steal
-time), which says the figures cannot be trusted whatever the step does. The probe is a
-diagnosis, not a fourth rule: it changes no verdict.
+time). The probe lasts milliseconds and a step seconds, so the probe can also move while
+the step rate does not (64 % against 4 % in one quiet run): it is a diagnosis, not a
+fourth rule, and changes no verdict.
 
 Thresholds are settings (:class:`~albertkit.perf.settings.BenchmarkSettings`
 ``noisy_load_per_cpu``, default 0.25 runnable threads per CPU, and ``noisy_spread_pct``,
