@@ -148,8 +148,12 @@ def test_estimate_memory_hand_computed():
         "optimizer": 8 * n,
     }
     per_seq = activation_bytes_per_sequence(spec, t, p, "float32")
-    # layers: 2 applications x 10 tokens x 4 bytes x (8 x 16 + 4 x 32)
-    assert per_seq["layers"] == 2 * 10 * 4 * (8 * 16 + 4 * 32)
+    # layers: 2 applications x 10 tokens x 4 bytes x (8 x 16 + 2 x 32): gelu_new is fused,
+    # so the FFN keeps its input and output only
+    assert per_seq["layers"] == 2 * 10 * 4 * (8 * 16 + 2 * 32)
+    relu = activation_bytes_per_sequence(spec.model_copy(update={"hidden_act": "relu"}),
+                                         t, p, "float32")
+    assert relu["layers"] == 2 * 10 * 4 * (8 * 16 + 4 * 32)  # autodiff's intermediates too
     # attention probabilities: 2 x 10 tokens x 2 heads x 10 keys x 4 bytes
     assert per_seq["attention_probs"] == 2 * 10 * 2 * 10 * 4
     assert est.activation_bytes == pytest.approx(b * sum(per_seq.values()))
@@ -172,10 +176,13 @@ def test_estimate_memory_trends():
 
 
 def test_estimate_memory_without_xla_hand_computed():
-    """The unfused path keeps more: 17 H- and 6 F-wide tensors per token and layer,
-    attention scores plus float32 probabilities and LayerNorm internals in float32; under
-    mixed precision one weight cast per weight, as with XLA (the encoder shares the casts)."""
-    spec, t, p = SMALL, 10, 3
+    """The unfused path keeps more: 17 H- and 6 F-wide tensors per token and layer (an
+    activation without a fused kernel), attention scores plus float32 probabilities and
+    LayerNorm internals in float32; under mixed precision one weight cast per weight, as
+    with XLA (the encoder shares the casts)."""
+    spec, t, p = SMALL.model_copy(update={"hidden_act": "relu"}), 10, 3
+    fused = activation_bytes_per_sequence(SMALL, t, p, "float32", xla=False)
+    assert fused["layers"] == 2 * 10 * 4 * (17 * 16 + 2 * 32)
     per_seq = activation_bytes_per_sequence(spec, t, p, "float32", xla=False)
     assert per_seq["layers"] == 2 * 10 * 4 * (17 * 16 + 6 * 32)
     assert per_seq["attention_probs"] == 2 * 10 * 2 * 10 * (4 + 4)
@@ -559,9 +566,11 @@ def test_remat_planner_keeps_layer_inputs_only():
 
 
 def test_selective_planner_drops_the_recomputed_tensors():
-    """remat "selective" keeps 2 F-wide tensors fewer per token and layer and no T x T
-    probabilities, only one layer's recomputed ones (with their gradient) at a time."""
-    spec = AlbertSpec(**SIZES["base"])
+    """remat "selective" keeps 2 F-wide tensors fewer per token and layer (with an
+    activation that has no fused kernel) and no T x T probabilities, only one layer's
+    recomputed ones (with their gradient) at a time."""
+    base = AlbertSpec(**SIZES["base"])
+    spec = base.model_copy(update={"hidden_act": "mish"})
     for xla in (True, False):
         none = activation_bytes_per_sequence(spec, 512, 77, "float32", xla=xla)
         sel = activation_bytes_per_sequence(spec, 512, 77, "float32", remat="selective", xla=xla)
@@ -571,8 +580,12 @@ def test_selective_planner_drops_the_recomputed_tensors():
         hidden_saved = 0 if xla else 7 * 768  # the unfused path also drops head-major copies
         ffn_saved = 2 * 3072 if xla else 4 * 3072
         assert none["layers"] - sel["layers"] == 12 * 512 * 4 * (hidden_saved + ffn_saved)
+        fused_none = activation_bytes_per_sequence(base, 512, 77, "float32", xla=xla)
+        assert fused_none["layers"] - sel["layers"] == 12 * 512 * 4 * hidden_saved
     est = estimate_memory(spec, 512, 4, remat="selective")
     assert est.peak_bytes < 0.65 * estimate_memory(spec, 512, 4).peak_bytes
+    est = estimate_memory(base, 512, 4, remat="selective")  # only the attention core's gain
+    assert est.peak_bytes < 0.8 * estimate_memory(base, 512, 4).peak_bytes
     with pytest.raises(ValueError, match="remat='some'"):
         estimate_memory(spec, 512, 4, remat="some")
 

@@ -19,7 +19,9 @@ from albertkit.models.albert import (
     AlbertForPretraining,
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
+    AlbertLayer,
     activation,
+    fused_activation,
     gather_positions,
 )
 
@@ -171,6 +173,60 @@ def test_activations_match_reference_formulas(name):
     }[name]
     np.testing.assert_allclose(activation(name)(x), expected, atol=2e-6)
     assert np.abs(activation("gelu")(x) - activation("gelu_new")(x)).max() > 1e-4
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_new", "gelu_fast"])
+def test_fused_activation_matches_the_formula_and_its_finite_difference_slope(name):
+    # Reference: the float64 NumPy formula; its slope by central differences (step 1e-6),
+    # so the fused kernel's hand-written derivative is checked against no formula of ours.
+    erf = np.vectorize(math.erf)
+
+    def f(x):
+        if name == "gelu":
+            return 0.5 * x * (1 + erf(x / math.sqrt(2)))
+        k = math.sqrt(2 / math.pi) if name == "gelu_new" else 0.7978845608
+        return 0.5 * x * (1 + np.tanh(k * (x + 0.044715 * x**3)))
+
+    x64 = np.linspace(-6, 6, 241)
+    slope = (f(x64 + 1e-6) - f(x64 - 1e-6)) / 2e-6
+    act = fused_activation(name)
+    for dtype, atol in ((tf.float32, 2e-6), (tf.bfloat16, 2e-2)):
+        x = tf.constant(x64, dtype)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = act(x)
+        dy = tape.gradient(y, x)
+        assert y.dtype == dtype and dy.dtype == dtype
+        exact = tf.cast(x, tf.float64).numpy()  # the values bfloat16 rounded x to
+        ref_slope = slope if dtype == tf.float32 else (
+            (f(exact + 1e-6) - f(exact - 1e-6)) / 2e-6)
+        np.testing.assert_allclose(tf.cast(y, tf.float64), f(exact), atol=atol,
+                                   rtol=atol)
+        np.testing.assert_allclose(tf.cast(dy, tf.float64), ref_slope, atol=atol * 2,
+                                   rtol=atol)
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_layer_gradients_with_the_fused_activation_equal_the_formulas(recompute):
+    spec = SPEC.model_copy(update={"hidden_act": "gelu_new"})
+    layer = AlbertLayer(spec, recompute=recompute)
+    layer.build((None, None, spec.hidden_size))
+    assert layer.fused_act is not None and fused_activation("relu") is None
+    x = tf.random.stateless_normal((2, 7, spec.hidden_size), seed=(1, 2))
+    bias = tf.zeros((2, 1, 1, 7))
+
+    def grads():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x, bias, training=True)
+            loss = tf.reduce_sum(y * tf.sin(y))
+        return tape.gradient(loss, [x, *layer.trainable_variables])
+
+    fused = grads()
+    layer.fused_act, layer.act = None, activation("gelu_new")  # the autodiff path
+    formula = grads()
+    for a, b in zip(fused, formula, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
 # --------------------------------------------------------------------------- NumPy reference

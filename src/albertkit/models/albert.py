@@ -52,7 +52,7 @@ from keras import ops
 from keras.src.backend import AutocastScope
 
 from albertkit.config.sizes import AlbertSpec
-from albertkit.models.footprint import RematMode, remat_mode
+from albertkit.models.footprint import FUSED_ACTIVATIONS, RematMode, remat_mode
 
 # Added to attention scores of padding keys (in float32, before the softmax). Google's BERT
 # and ALBERT use -10000: exp(-1e4) underflows to exactly 0 in float32, and the value is
@@ -83,6 +83,66 @@ def activation(name: str) -> Callable[[Any], Any]:
         case "mish":
             return lambda x: x * ops.tanh(ops.softplus(x))
     raise ValueError(f"hidden_act={name!r} is not supported")
+
+
+# The GELU variants as (value, derivative) in TensorFlow ops, for :func:`fused_activation`.
+# d/dx [x Phi(x)] = Phi(x) + x phi(x) (exact GELU, Hendrycks & Gimpel 2016); for the tanh
+# approximation 0.5 x (1 + tanh(u)), u = k (x + a x^3): 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2).
+def _gelu_erf(x: Any) -> tuple[Any, Any]:
+    cdf = 0.5 * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
+    return x * cdf, cdf + x * tf.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+
+def _gelu_tanh(k: float) -> Callable[[Any], tuple[Any, Any]]:
+    def parts(x: Any) -> tuple[Any, Any]:
+        x2 = x * x
+        t = tf.tanh(k * x * (1.0 + 0.044715 * x2))
+        return 0.5 * x * (1.0 + t), 0.5 * (1.0 + t) + 0.5 * k * x * (1.0 - t * t) * (
+            1.0 + 3 * 0.044715 * x2)
+    return parts
+
+
+_FUSED_PARTS: dict[str, Callable[[Any], tuple[Any, Any]]] = {
+    "gelu": _gelu_erf,
+    "gelu_new": _gelu_tanh(math.sqrt(2.0 / math.pi)),
+    "gelu_fast": _gelu_tanh(0.7978845608),  # HF's rounded constant
+}
+assert set(_FUSED_PARTS) == FUSED_ACTIVATIONS  # the memory planner counts on these
+
+
+@functools.cache
+def fused_activation(name: str) -> Callable[[Any], Any] | None:
+    """The activation ``name`` as two XLA-compiled elementwise kernels (forward, and backward
+    from the input alone), or None when it has none (then :func:`activation` runs).
+
+    Both kernels compute in float32 (float64 for float64 input) and return the input's
+    dtype. TensorFlow's graph executor runs :func:`activation`'s formula op by op: at base seq
+    512 under mixed_bfloat16 (XLA off, the CPU default) gelu_new's forward, recomputation and
+    autodiff were about a third of the step's operation time, as some 20 passes over each
+    F-wide tensor (docs/performance.md). Here each direction is one fused pass, and the backward
+    pass keeps only the input, so recomputing the activation (``runtime.remat: selective``)
+    saves nothing more. Inside an XLA-compiled step the kernels are inlined into it.
+    """
+    parts = _FUSED_PARTS.get(name)
+    if parts is None:
+        return None
+
+    def wide(x: Any) -> Any:
+        return tf.cast(x, tf.float64 if x.dtype == tf.float64 else tf.float32)
+
+    @tf.function(jit_compile=True, reduce_retracing=True)
+    def forward(x: Any) -> Any:
+        return tf.cast(parts(wide(x))[0], x.dtype)
+
+    @tf.function(jit_compile=True, reduce_retracing=True)
+    def backward(x: Any, dy: Any) -> Any:
+        return tf.cast(wide(dy) * parts(wide(x))[1], x.dtype)
+
+    @tf.custom_gradient
+    def fused(x: Any) -> Any:
+        return forward(x), lambda dy: backward(x, dy)
+
+    return fused
 
 
 def _kernel_init(spec: AlbertSpec) -> keras.initializers.Initializer:
@@ -426,7 +486,8 @@ class AlbertLayer(keras.layers.Layer):
         self.ffn_output = _dense(spec, spec.hidden_size, "ffn_output", dt)
         self.full_layer_layer_norm = _layer_norm(spec, "full_layer_layer_norm", dt)
         self.dropout = Dropout(spec.hidden_dropout_prob, name="dropout", dtype=dt)
-        self.act = activation(spec.hidden_act)
+        self.fused_act = fused_activation(spec.hidden_act)
+        self.act = self.fused_act or activation(spec.hidden_act)
 
     def build(self, input_shape: Any) -> None:
         h = self.spec.hidden_size
@@ -445,9 +506,11 @@ class AlbertLayer(keras.layers.Layer):
         a = self.attention(hidden, attention_bias, training=training)
         x = self.full_layer_layer_norm(a) if self.spec.pre_layer_norm else a
         h = self.ffn(x)
-        # Autodiff of the activation keeps its elementwise intermediates (for gelu_new: the
-        # cube, tanh and products, each F-wide); recomputed, only its input is kept.
-        h = keras.remat(self.act)(h) if training and self.recompute else self.act(h)
+        # Autodiff of a formula activation keeps its elementwise intermediates (for relu
+        # none, for mish the softplus and tanh, each F-wide); recomputed, only its input is
+        # kept. A fused activation keeps only its input anyway.
+        recompute = training and self.recompute and self.fused_act is None
+        h = keras.remat(self.act)(h) if recompute else self.act(h)
         f = self.dropout(self.ffn_output(h), training=training)
         if self.spec.pre_layer_norm:
             return a + f
@@ -485,7 +548,7 @@ class AlbertMLMHead(keras.layers.Layer):
         dt = self.dtype_policy
         self.dense = _dense(spec, spec.embedding_size, "dense", dt)
         self.layer_norm = _layer_norm(spec, "layer_norm", dt)
-        self.act = activation(spec.hidden_act)
+        self.act = fused_activation(spec.hidden_act) or activation(spec.hidden_act)
 
     def build(self, input_shape: Any = None) -> None:
         self.dense.build((None, None, self.spec.hidden_size))

@@ -65,6 +65,10 @@ GRAPH_LN_FLOAT32 = 6
 # 10 H-wide and 2 F-wide tensors per token and layer.
 GRAPH_SELECTIVE_ACT_HIDDEN = 10
 GRAPH_SELECTIVE_ACT_FFN = 2
+# The activations that run as one fused kernel each way (``albert.fused_activation``), whose
+# backward pass keeps only the input: with them the FFN keeps its 2 F-wide tensors
+# (pre-activation and output) in every remat mode, as "selective" does for the others.
+FUSED_ACTIVATIONS = frozenset({"gelu", "gelu_new", "gelu_fast"})
 
 # What the backward pass recomputes instead of keeping (gradient checkpointing): "none"
 # keeps what autodiff asks for; "selective" recomputes, in each layer, the attention core
@@ -161,14 +165,15 @@ def activation_bytes_per_sequence(
     e, h, f, v = spec.embedding_size, spec.hidden_size, spec.intermediate_size, spec.vocab_size
     n = layer_applications(spec)
     heads = spec.num_attention_heads
+    two_ffn = mode == "selective" or spec.hidden_act in FUSED_ACTIVATIONS
     if xla:
-        ffn = SELECTIVE_ACT_FFN if mode == "selective" else ACT_FFN
+        ffn = SELECTIVE_ACT_FFN if two_ffn else ACT_FFN
         per_token_layer = b * (ACT_HIDDEN * h + ffn * f)
         per_token_attention = heads * t * (4 + (b if mixed else 0))
     else:
         selective = mode == "selective"
         hidden = GRAPH_SELECTIVE_ACT_HIDDEN if selective else GRAPH_ACT_HIDDEN
-        ffn = GRAPH_SELECTIVE_ACT_FFN if selective else GRAPH_ACT_FFN
+        ffn = GRAPH_SELECTIVE_ACT_FFN if two_ffn else GRAPH_ACT_FFN
         per_token_layer = b * (hidden * h + ffn * f)
         per_token_layer += (4 - b) * GRAPH_LN_FLOAT32 * h  # LayerNorm internals in float32
         per_token_attention = heads * t * (b + 4)  # scores (compute dtype), float32 softmax
