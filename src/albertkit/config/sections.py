@@ -562,8 +562,8 @@ class RuntimeConfig(_Section):
     xla: Literal["auto"] | StrictBool = Field(
         "auto",
         description="XLA-compile (jit_compile) the gradient computation and evaluation: auto "
-        "chooses per device and precision (on for GPU and CPU float32, off for CPU mixed "
-        "precision; docs/performance.md), true/false force it.",
+        "chooses per device and precision (on for GPU, off for CPU, where the graph "
+        "executor with fused GELU kernels is faster; docs/performance.md), true/false force it.",
     )
     eager: StrictBool = Field(
         False,
