@@ -278,8 +278,9 @@ def resolve_xla(
     (any)   (eager run)    off     off  an eager step is not compiled at all
     gpu     (any)          on      on   XLA fuses the elementwise ops around the matmuls
     cpu     float32        off     off  with the GELU fused (the one elementwise chain
-                                        XLA gained most on) the graph executor is
-                                        faster (x1.10 step time) and keeps less memory
+                                        XLA gained most on) the graph executor keeps
+                                        less memory and was faster in 3 of 3 (noisy)
+                                        alternating runs
     cpu     mixed_bfloat16 off     off  XLA's CPU backend does not use AVX-512 BF16 or
                                         AMX (oneDNN does): half as fast (2.86 vs 5.81)
     cpu     mixed_float16  off     off  XLA's CPU backend computes float16 slower than
