@@ -148,12 +148,12 @@ def test_estimate_memory_hand_computed():
         "optimizer": 8 * n,
     }
     per_seq = activation_bytes_per_sequence(spec, t, p, "float32")
-    # layers: 2 applications x 10 tokens x 4 bytes x (8 x 16 + 2 x 32): gelu_new is fused,
-    # so the FFN keeps its input and output only
-    assert per_seq["layers"] == 2 * 10 * 4 * (8 * 16 + 2 * 32)
+    # layers: 2 applications x 10 tokens x 4 bytes x (8 x 16 + 4 x 32): XLA inlines the fused
+    # gelu_new and keeps 4 F-wide tensors, as for a formula activation
+    assert per_seq["layers"] == 2 * 10 * 4 * (8 * 16 + 4 * 32)
     relu = activation_bytes_per_sequence(spec.model_copy(update={"hidden_act": "relu"}),
                                          t, p, "float32")
-    assert relu["layers"] == 2 * 10 * 4 * (8 * 16 + 4 * 32)  # autodiff's intermediates too
+    assert relu["layers"] == per_seq["layers"]
     # attention probabilities: 2 x 10 tokens x 2 heads x 10 keys x 4 bytes
     assert per_seq["attention_probs"] == 2 * 10 * 2 * 10 * 4
     assert est.activation_bytes == pytest.approx(b * sum(per_seq.values()))
@@ -176,19 +176,25 @@ def test_estimate_memory_trends():
 
 
 def test_estimate_memory_without_xla_hand_computed():
-    """The unfused path keeps more: 17 H- and 6 F-wide tensors per token and layer (an
-    activation without a fused kernel), attention scores plus float32 probabilities and
-    LayerNorm internals in float32; under mixed precision one weight cast per weight, as
-    with XLA (the encoder shares the casts)."""
+    """The unfused path: 9 H- and 2 F-wide tensors per token and layer (6 F-wide with an
+    activation that has no fused kernel, under remat none); the attention core's
+    probabilities in the compute dtype, or scores plus float32 probabilities when autodiff
+    runs the attention (attention dropout, float16); under mixed precision one weight cast
+    per weight, as with XLA (the encoder shares the casts)."""
     spec, t, p = SMALL.model_copy(update={"hidden_act": "relu"}), 10, 3
     fused = activation_bytes_per_sequence(SMALL, t, p, "float32", xla=False)
-    assert fused["layers"] == 2 * 10 * 4 * (17 * 16 + 2 * 32)
+    assert fused["layers"] == 2 * 10 * 4 * (9 * 16 + 2 * 32)
+    assert fused["attention_probs"] == 2 * 10 * 2 * 10 * 4
     per_seq = activation_bytes_per_sequence(spec, t, p, "float32", xla=False)
-    assert per_seq["layers"] == 2 * 10 * 4 * (17 * 16 + 6 * 32)
-    assert per_seq["attention_probs"] == 2 * 10 * 2 * 10 * (4 + 4)
+    assert per_seq["layers"] == 2 * 10 * 4 * (9 * 16 + 6 * 32)
     bf16 = activation_bytes_per_sequence(spec, t, p, "mixed_bfloat16", xla=False)
-    assert bf16["layers"] == 2 * 10 * (2 * (17 * 16 + 6 * 32) + 2 * 6 * 16)
-    assert bf16["attention_probs"] == 2 * 10 * 2 * 10 * (2 + 4)
+    assert bf16["layers"] == 2 * 10 * 2 * (9 * 16 + 6 * 32)
+    assert bf16["attention_probs"] == 2 * 10 * 2 * 10 * 2
+    fp16 = activation_bytes_per_sequence(spec, t, p, "mixed_float16", xla=False)
+    assert fp16["attention_probs"] == 2 * 10 * 2 * 10 * (2 + 4)
+    dropout = spec.model_copy(update={"attention_probs_dropout_prob": 0.1})
+    assert activation_bytes_per_sequence(dropout, t, p, "float32", xla=False)[
+        "attention_probs"] == 2 * 10 * 2 * 10 * (4 + 4)
     n = parameter_count(spec)
     assert estimate_memory(spec, t, 1, "mixed_bfloat16", p, xla=False).state["weight_casts"] == (
         2 * n)
@@ -196,14 +202,20 @@ def test_estimate_memory_without_xla_hand_computed():
     assert estimate_memory(spec, t, 1, "float32", p, xla=False).state["weight_casts"] == 0
 
 
-@pytest.mark.parametrize("precision", ["float32", "mixed_float16", "mixed_bfloat16"])
-def test_estimate_memory_without_xla_is_larger(precision):
+def test_estimate_memory_with_and_without_xla():
+    """With the fused GELU and LayerNorm kernels the graph executor keeps less than XLA
+    (measured at base 128 x 8 float32: 858 against 1,040 MiB of tensors, docs/memory.md); an
+    activation without a fused kernel keeps more without XLA under remat none."""
     spec = AlbertSpec(**SIZES["base"])
+    mish = spec.model_copy(update={"hidden_act": "mish"})
     for seq, batch in ((128, 8), (512, 2)):
-        fused = estimate_memory(spec, seq, batch, precision)
-        unfused = estimate_memory(spec, seq, batch, precision, xla=False)
-        # measured on CPU (docs/memory.md): 1.3-1.8x the XLA path's tensor peak
-        assert 1.2 < unfused.peak_bytes / fused.peak_bytes < 2.0
+        for precision in ("float32", "mixed_bfloat16"):
+            xla = estimate_memory(spec, seq, batch, precision, remat="selective")
+            graph = estimate_memory(spec, seq, batch, precision, remat="selective", xla=False)
+            assert 0.7 < graph.peak_bytes / xla.peak_bytes < 1.0
+        formula_xla = activation_bytes_per_sequence(mish, seq, 20, "float32")
+        formula_graph = activation_bytes_per_sequence(mish, seq, 20, "float32", xla=False)
+        assert formula_graph["layers"] > formula_xla["layers"]
 
 
 def test_plan_batch_plans_the_path_xla_resolves_to():
@@ -212,7 +224,7 @@ def test_plan_batch_plans_the_path_xla_resolves_to():
     on = plan_batch(spec, 512, "mixed_bfloat16", "A100", 64, xla=True)
     off = plan_batch(spec, 512, "mixed_bfloat16", "A100", 64, xla=False)
     assert auto == on  # auto on a GPU compiles
-    assert off.predicted_peak_bytes > on.predicted_peak_bytes or off.micro_batch < on.micro_batch
+    assert off.predicted_peak_bytes < on.predicted_peak_bytes or off.micro_batch > on.micro_batch
 
 
 def test_plan_batch_properties():
@@ -577,15 +589,16 @@ def test_selective_planner_drops_the_recomputed_tensors():
         assert "attention_probs" in none and "attention_probs" not in sel
         assert sel["recomputed_attention"] == 12 * 512 * 512 * 8
         assert sel["embeddings"] == none["embeddings"] and sel["mlm_head"] == none["mlm_head"]
-        hidden_saved = 0 if xla else 7 * 768  # the unfused path also drops head-major copies
         ffn_saved = 2 * 3072 if xla else 4 * 3072
-        assert none["layers"] - sel["layers"] == 12 * 512 * 4 * (hidden_saved + ffn_saved)
+        assert none["layers"] - sel["layers"] == 12 * 512 * 4 * ffn_saved
+        # A fused activation keeps 2 F-wide tensors without XLA in every mode; XLA inlines it
+        # and keeps 4, as for a formula activation under remat none.
         fused_none = activation_bytes_per_sequence(base, 512, 77, "float32", xla=xla)
-        assert fused_none["layers"] - sel["layers"] == 12 * 512 * 4 * hidden_saved
+        assert fused_none["layers"] - sel["layers"] == 12 * 512 * 4 * (2 * 3072 if xla else 0)
     est = estimate_memory(spec, 512, 4, remat="selective")
     assert est.peak_bytes < 0.65 * estimate_memory(spec, 512, 4).peak_bytes
     est = estimate_memory(base, 512, 4, remat="selective")  # only the attention core's gain
-    assert est.peak_bytes < 0.8 * estimate_memory(base, 512, 4).peak_bytes
+    assert est.peak_bytes < 0.85 * estimate_memory(base, 512, 4).peak_bytes
     with pytest.raises(ValueError, match="remat='some'"):
         estimate_memory(spec, 512, 4, remat="some")
 

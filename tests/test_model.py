@@ -20,6 +20,7 @@ from albertkit.models.albert import (
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
     AlbertLayer,
+    LayerNorm,
     activation,
     fused_activation,
     gather_positions,
@@ -227,6 +228,76 @@ def test_layer_gradients_with_the_fused_activation_equal_the_formulas(recompute)
     formula = grads()
     for a, b in zip(fused, formula, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_matches_numpy_and_its_finite_difference_gradients():
+    # Reference: the float64 NumPy formula of the loss sum(w * LayerNorm(x)), differentiated
+    # by central differences, so the kernel's hand-written backward pass meets no formula of ours.
+    rng = np.random.default_rng(3)
+    x, w = rng.normal(1.0, 2.0, (2, 3, 8)), rng.normal(size=(2, 3, 8))
+    gamma, beta = rng.normal(size=8), rng.normal(size=8)
+    eps = 1e-6
+
+    def loss(x, gamma, beta):
+        mu = x.mean(-1, keepdims=True)
+        y = (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps) * gamma + beta
+        return (w * y).sum(), y
+
+    def slope(i):
+        args, out = [x, gamma, beta], np.zeros_like([x, gamma, beta][i])
+        for j in np.ndindex(out.shape):
+            up, down = [a.copy() for a in args], [a.copy() for a in args]
+            up[i][j] += 1e-6
+            down[i][j] -= 1e-6
+            out[j] = (loss(*up)[0] - loss(*down)[0]) / 2e-6
+        return out
+
+    ln = LayerNorm(epsilon=eps, dtype="float64")
+    ln.build(x.shape)
+    ln.gamma.assign(gamma)
+    ln.beta.assign(beta)
+    xt = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(xt)
+        y = ln(xt)
+        total = tf.reduce_sum(w * y)
+    grads = tape.gradient(total, [xt, ln.gamma, ln.beta])
+    np.testing.assert_allclose(y, loss(x, gamma, beta)[1], atol=1e-12)
+    for i, g in enumerate(grads):
+        np.testing.assert_allclose(g, slope(i), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_layer_norm_equals_keras_layer_normalization(policy):
+    # The class it replaces: same variables, same values and gradients (float32: 1e-5), and
+    # under mixed_bfloat16 the same dtypes with values within bfloat16 rounding.
+    rng = np.random.default_rng(4)
+    x = tf.cast(tf.constant(rng.normal(0.5, 3.0, (4, 5, 32)), tf.float32),
+                "bfloat16" if policy == "mixed_bfloat16" else "float32")
+    w = tf.constant(rng.normal(size=(4, 5, 32)), tf.float32)
+    out = []
+    for cls in (LayerNorm, keras.layers.LayerNormalization):
+        ln = cls(epsilon=1e-12, dtype=policy, name="layer_norm")
+        ln.build(x.shape)
+        ln.gamma.assign(rng.normal(size=32) if cls is LayerNorm else out[0][-2])
+        ln.beta.assign(rng.normal(size=32) if cls is LayerNorm else out[0][-1])
+
+        @tf.function
+        def step(ln=ln):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = ln(x)
+                total = tf.reduce_sum(tf.cast(y, tf.float32) * w)
+            return [y, *tape.gradient(total, [x, ln.gamma, ln.beta])]
+
+        out.append([*step(), ln.gamma.numpy(), ln.beta.numpy()])
+        assert [v.path for v in ln.weights] == ["layer_norm/gamma", "layer_norm/beta"]
+    tol = 1e-5 if policy == "float32" else 2e-2
+    for a, b in zip(*out, strict=True):
+        assert a.dtype == b.dtype
+        scale = max(1.0, float(np.abs(np.asarray(b, np.float32)).max()))
+        np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(b, np.float32),
+                                   atol=tol * scale, rtol=tol)
 
 
 # --------------------------------------------------------------------------- NumPy reference

@@ -47,27 +47,23 @@ Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 ACT_HIDDEN = 8
 ACT_FFN = 4
 SELECTIVE_ACT_FFN = 2
-# Without XLA (TensorFlow's graph executor runs the ops one by one, nothing fused) the
-# backward pass keeps the intermediates of the elementwise chains too: GELU's (gelu_new:
-# cube, scale, sum, tanh, ...) F-wide ones, LayerNorm's (in float32 under mixed precision),
-# and both the attention scores and their softmax. Fitted to the allocator peaks of
-# ALBERT-base at seq 128 (micro-batch 4, 8, 16) and seq 512 (micro-batch 2), float32 and
-# mixed_bfloat16 (docs/memory.md): 17 H-wide and 6 F-wide tensors per token and layer,
-# GRAPH_LN_FLOAT32 of the H-wide ones in float32 under mixed precision, and attention
-# scores in the compute dtype plus float32 probabilities.
-GRAPH_ACT_HIDDEN = 17
+# Without XLA (TensorFlow's graph executor runs the ops one by one) the backward pass keeps
+# what each op's gradient needs. With the fused GELU and LayerNorm kernels
+# (``albert.fused_activation``, ``albert.LayerNorm``: each keeps only its input) and the
+# attention core's own backward pass, that is 9 H-wide and 2 F-wide tensors per token and
+# layer in both "none" and "selective" remat, fitted to the allocator peaks of ALBERT-base
+# (docs/memory.md: seq 128 x 8 and 16, seq 512 x 2 and 4, float32 and mixed_bfloat16, both
+# modes). An activation without a fused kernel keeps GRAPH_ACT_FFN F-wide tensors under
+# "none" (its elementwise intermediates). "none" also keeps the attention probabilities:
+# the attention core's in the compute dtype, or, when autodiff runs the attention (attention
+# dropout, or float16 with its float32 softmax), the scores plus float32 probabilities.
+GRAPH_ACT_HIDDEN = 9
 GRAPH_ACT_FFN = 6
-GRAPH_LN_FLOAT32 = 6
-# "selective" remat without XLA: the activation's F-wide intermediates are recomputed
-# (pre-activation and output kept), and so are the attention scores, probabilities and the
-# head-major copies of Q, K, V and context. Fitted to the allocator peaks of ALBERT-base in
-# mixed_bfloat16 at seq 128 (micro-batch 4, 8) and seq 512 (micro-batch 2) (docs/memory.md):
-# 10 H-wide and 2 F-wide tensors per token and layer.
-GRAPH_SELECTIVE_ACT_HIDDEN = 10
-GRAPH_SELECTIVE_ACT_FFN = 2
 # The activations that run as one fused kernel each way (``albert.fused_activation``), whose
-# backward pass keeps only the input: with them the FFN keeps its 2 F-wide tensors
-# (pre-activation and output) in every remat mode, as "selective" does for the others.
+# backward pass keeps only the input: without XLA the FFN then keeps its 2 F-wide tensors
+# (pre-activation and output) in every remat mode, as "selective" does for the others. In an
+# XLA-compiled step the kernels are inlined and XLA keeps ACT_FFN F-wide tensors, since
+# "selective" recomputes only a formula activation (measured, docs/memory.md).
 FUSED_ACTIVATIONS = frozenset({"gelu", "gelu_new", "gelu_fast"})
 
 # What the backward pass recomputes instead of keeping (gradient checkpointing): "none"
@@ -165,18 +161,18 @@ def activation_bytes_per_sequence(
     e, h, f, v = spec.embedding_size, spec.hidden_size, spec.intermediate_size, spec.vocab_size
     n = layer_applications(spec)
     heads = spec.num_attention_heads
-    two_ffn = mode == "selective" or spec.hidden_act in FUSED_ACTIVATIONS
+    fused = spec.hidden_act in FUSED_ACTIVATIONS
     if xla:
-        ffn = SELECTIVE_ACT_FFN if two_ffn else ACT_FFN
+        ffn = SELECTIVE_ACT_FFN if mode == "selective" and not fused else ACT_FFN
         per_token_layer = b * (ACT_HIDDEN * h + ffn * f)
         per_token_attention = heads * t * (4 + (b if mixed else 0))
     else:
-        selective = mode == "selective"
-        hidden = GRAPH_SELECTIVE_ACT_HIDDEN if selective else GRAPH_ACT_HIDDEN
-        ffn = GRAPH_SELECTIVE_ACT_FFN if two_ffn else GRAPH_ACT_FFN
-        per_token_layer = b * (hidden * h + ffn * f)
-        per_token_layer += (4 - b) * GRAPH_LN_FLOAT32 * h  # LayerNorm internals in float32
-        per_token_attention = heads * t * (b + 4)  # scores (compute dtype), float32 softmax
+        ffn = SELECTIVE_ACT_FFN if mode == "selective" or fused else GRAPH_ACT_FFN
+        per_token_layer = b * (GRAPH_ACT_HIDDEN * h + ffn * f)
+        # The attention core (no attention dropout; the softmax in the compute dtype, not
+        # under float16) keeps its probabilities only; autodiff keeps scores and probabilities.
+        core = spec.attention_probs_dropout_prob == 0 and precision != "mixed_float16"
+        per_token_attention = heads * t * (b if core else b + 4)
     parts: dict[str, float] = {}
     if mode == "full":
         parts["layers"] = float(n * t * b * h)
