@@ -178,8 +178,8 @@ def _layer_norm_kernel(epsilon: float) -> Callable[[Any, Any, Any], Any]:
     g = dy * gamma and means over the normalised axis: dx = inv * (g - mean(g) - x_hat *
     mean(g * x_hat)), dgamma = sum(dy * x_hat) and dbeta = sum(dy) over every other axis. The
     kernel computes in float32 (float64 for float64 input) and returns its inputs' dtypes.
-    The forward pass stays Keras' ops, which TensorFlow's oneDNN build fuses on CPU (a fused
-    XLA forward kernel was 9 % slower at base 128 x 8 in mixed_bfloat16, docs/performance.md).
+    The forward pass stays Keras' ops: a fused XLA forward kernel made the step slower at base
+    128 x 8 in mixed_bfloat16 (docs/performance.md, "Changes, predicted and measured").
     """
 
     def wide(t: Any) -> Any:
@@ -211,7 +211,7 @@ class LayerNorm(keras.layers.LayerNormalization):
     Autodiff of Keras' formula in TensorFlow's graph executor runs its gradient op by op and
     keeps its intermediates (in float32 under mixed precision) for the backward pass; the
     fused backward pass keeps only the input and reads it again. Measured: the allocator
-    peak of ALBERT-base at seq 512 x 4 in mixed_bfloat16 drops from 1,163 to 949-959 MiB
+    peak of ALBERT-base at seq 512 x 4 in mixed_bfloat16 drops from 1,164 to 957 MiB
     (docs/memory.md). Inside an XLA-compiled step the kernel is inlined.
     """
 
