@@ -24,6 +24,7 @@ from albertkit.models.albert import (
     activation,
     fused_activation,
     gather_positions,
+    sparse_cross_entropy,
 )
 
 SPEC = AlbertSpec(
@@ -265,6 +266,51 @@ def test_layer_norm_matches_numpy_and_its_finite_difference_gradients():
     np.testing.assert_allclose(y, loss(x, gamma, beta)[1], atol=1e-12)
     for i, g in enumerate(grads):
         np.testing.assert_allclose(g, slope(i), atol=1e-6, rtol=1e-6)
+
+
+def test_sparse_cross_entropy_matches_numpy_log_softmax_and_its_gradient():
+    # Reference: the float64 NumPy definitions, -log softmax(x)[label] (shifted by nothing, the
+    # logits are small) and its derivative softmax(x) - onehot(label); hits by np.argmax,
+    # which also takes the first of equal maxima (row 0 ties labels 2 and 4).
+    rng = np.random.default_rng(5)
+    x, w = rng.normal(0.0, 3.0, (2, 3, 7)), rng.normal(size=(2, 3))
+    x[0, 0, 2] = x[0, 0, 4] = x[0, 0].max() + 1.0
+    labels = rng.integers(0, 7, (2, 3))
+    labels[0, 0] = 4
+    labels[1, 2] = int(np.argmax(x[1, 2]))
+    soft = np.exp(x) / np.exp(x).sum(-1, keepdims=True)
+    ce_want = -np.log(np.take_along_axis(soft, labels[..., None], -1))[..., 0]
+    grad_want = w[..., None] * (soft - np.eye(7)[labels])
+
+    xt = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(xt)
+        ce, hit = sparse_cross_entropy(xt, tf.constant(labels))
+        total = tf.reduce_sum(w * ce)
+    np.testing.assert_allclose(ce, ce_want, rtol=1e-12)
+    np.testing.assert_array_equal(hit, (np.argmax(x, -1) == labels).astype(float))
+    assert hit.numpy()[0, 0] == 0.0 and hit.numpy()[1, 2] == 1.0
+    np.testing.assert_allclose(tape.gradient(total, xt), grad_want, atol=1e-12)
+
+
+def test_sparse_cross_entropy_takes_low_precision_logits_and_flags_bad_labels():
+    """bfloat16 logits: float32 losses equal to TensorFlow's op on the same values, the
+    gradient in bfloat16 within its rounding; a label outside [0, V) gives NaN, not a loss."""
+    rng = np.random.default_rng(6)
+    x = tf.cast(tf.constant(rng.normal(0.0, 4.0, (4, 50)), tf.float32), tf.bfloat16)
+    labels = tf.constant([3, 0, 49, 17])
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        ce, _ = sparse_cross_entropy(x, labels)
+        ref = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, tf.cast(x, tf.float32))
+    assert ce.dtype == tf.float32
+    np.testing.assert_allclose(ce, ref, rtol=1e-6)
+    got, want = tape.gradient(ce, x), tape.gradient(ref, x)
+    assert got.dtype == tf.bfloat16
+    np.testing.assert_allclose(tf.cast(got, tf.float32), tf.cast(want, tf.float32), atol=2**-8)
+
+    bad, _ = sparse_cross_entropy(x, tf.constant([3, -1, 50, 17]))
+    assert np.isfinite(bad.numpy()).tolist() == [True, False, False, True]
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])

@@ -102,6 +102,11 @@ def _gelu_tanh(k: float) -> Callable[[Any], tuple[Any, Any]]:
     return parts
 
 
+def _wide(x: Any) -> Any:
+    """``x`` in float32, or float64 when it is float64: the fused kernels' compute dtype."""
+    return tf.cast(x, tf.float64 if x.dtype == tf.float64 else tf.float32)
+
+
 _FUSED_PARTS: dict[str, Callable[[Any], tuple[Any, Any]]] = {
     "gelu": _gelu_erf,
     "gelu_new": _gelu_tanh(math.sqrt(2.0 / math.pi)),
@@ -127,16 +132,13 @@ def fused_activation(name: str) -> Callable[[Any], Any] | None:
     if parts is None:
         return None
 
-    def wide(x: Any) -> Any:
-        return tf.cast(x, tf.float64 if x.dtype == tf.float64 else tf.float32)
-
     @tf.function(jit_compile=True, reduce_retracing=True)
     def forward(x: Any) -> Any:
-        return tf.cast(parts(wide(x))[0], x.dtype)
+        return tf.cast(parts(_wide(x))[0], x.dtype)
 
     @tf.function(jit_compile=True, reduce_retracing=True)
     def backward(x: Any, dy: Any) -> Any:
-        return tf.cast(wide(dy) * parts(wide(x))[1], x.dtype)
+        return tf.cast(_wide(dy) * parts(_wide(x))[1], x.dtype)
 
     @tf.custom_gradient
     def fused(x: Any) -> Any:
@@ -182,14 +184,11 @@ def _layer_norm_kernel(epsilon: float) -> Callable[[Any, Any, Any], Any]:
     128 x 8 in mixed_bfloat16 (docs/performance.md, "Changes, predicted and measured").
     """
 
-    def wide(t: Any) -> Any:
-        return tf.cast(t, tf.float64 if t.dtype == tf.float64 else tf.float32)
-
     @tf.function(jit_compile=True, reduce_retracing=True)
     def backward(x: Any, gamma: Any, dy: Any) -> tuple[Any, Any, Any]:
-        x_hat, inv = _normalise(wide(x), epsilon)
-        dy = wide(dy)
-        g = dy * wide(gamma)
+        x_hat, inv = _normalise(_wide(x), epsilon)
+        dy = _wide(dy)
+        g = dy * _wide(gamma)
         dx = inv * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
                     - x_hat * tf.reduce_mean(g * x_hat, axis=-1, keepdims=True))
         rows = list(range(len(x.shape) - 1))
@@ -225,6 +224,57 @@ class LayerNorm(keras.layers.LayerNormalization):
 def _layer_norm(spec: AlbertSpec, name: str, dtype: Any) -> LayerNorm:
     assert "layer_norm" in name  # the optimizers exclude LayerNorm by this substring
     return LayerNorm(epsilon=spec.layer_norm_eps, name=name, dtype=dtype)
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _cross_entropy_forward(logits: Any, labels: Any) -> tuple[Any, Any, Any, Any]:
+    x = _wide(logits)
+    width = tf.shape(x)[-1]
+    peak = tf.reduce_max(x, axis=-1)
+    log_sum = tf.math.log(tf.reduce_sum(tf.exp(x - peak[..., None]), axis=-1))
+    inside = (labels >= 0) & (labels < width)
+    picked = tf.gather(x, tf.clip_by_value(labels, 0, width - 1), batch_dims=len(labels.shape))
+    ce = tf.where(inside, log_sum - (picked - peak), tf.constant(math.nan, x.dtype))
+    correct = tf.cast(tf.equal(tf.argmax(x, axis=-1, output_type=labels.dtype), labels), x.dtype)
+    return ce, correct, peak, log_sum
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _cross_entropy_backward(logits: Any, labels: Any, peak: Any, log_sum: Any, dce: Any) -> Any:
+    x = _wide(logits)
+    probs = tf.exp((x - peak[..., None]) - log_sum[..., None])  # the forward pass's softmax
+    target = tf.one_hot(labels, tf.shape(x)[-1], dtype=x.dtype)
+    return tf.cast((probs - target) * _wide(dce)[..., None], logits.dtype)
+
+
+@tf.custom_gradient
+def _cross_entropy(logits: Any, labels: Any) -> Any:
+    ce, correct, peak, log_sum = _cross_entropy_forward(logits, labels)
+
+    def grad(dce: Any, _dcorrect: Any) -> tuple[Any, None]:
+        return _cross_entropy_backward(logits, labels, peak, log_sum, dce), None
+
+    return (ce, correct), grad
+
+
+def sparse_cross_entropy(logits: Any, labels: Any) -> tuple[Any, Any]:
+    """Softmax cross-entropy of integer ``labels`` [...] under ``logits`` [..., V], and
+    whether each row's largest logit (the first one among equals) is its label (1.0 or 0.0).
+
+    The same values as ``tf.nn.sparse_softmax_cross_entropy_with_logits`` (log-sum-exp
+    shifted by the row's maximum) and ``tf.argmax``, computed in float32 (float64 for float64
+    logits) whatever the logits' dtype, as one XLA-compiled kernel each way: the backward
+    pass recomputes the softmax from the logits and two saved numbers per row, and returns
+    the logits' dtype. TensorFlow's graph executor ran the softmax, its gradient and the
+    argmax as separate passes over the MLM logits [B, P, V] (docs/performance.md). A label
+    outside [0, V) gives NaN (TensorFlow's op raises instead), so the trainer's non-finite
+    loss check stops on it.
+
+        >>> ce, hit = sparse_cross_entropy(tf.constant([[0.0, 2.0]]), tf.constant([1]))
+        >>> [round(float(ce[0]), 4), float(hit[0])]
+        [0.1269, 1.0]
+    """
+    return _cross_entropy(logits, tf.cast(labels, tf.int32))
 
 
 def gather_positions(sequence: Any, positions: Any) -> Any:
@@ -279,6 +329,14 @@ def softmax_dtype(compute_dtype: str) -> str:
     return "float32" if compute_dtype == "float16" else compute_dtype
 
 
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _score_gradient(probs: Any, d_probs: Any, row: Any) -> Any:
+    """``probs * (d_probs - row)`` as one XLA-compiled pass over the T x T tensors, in float32
+    (float64 for float64) and returned in the probabilities' dtype: the graph executor's
+    subtraction and product were two passes with a T x T temporary between them."""
+    return tf.cast(_wide(probs) * (_wide(d_probs) - row), probs.dtype)
+
+
 def attention_core(q: Any, k: Any, v: Any, bias: Any, recompute: bool) -> Any:
     """``softmax(q k^T + bias) v`` on head-major ``[B, heads, T, d]`` tensors (``q`` already
     scaled by 1 / sqrt(d)), with its gradient written out instead of left to autodiff.
@@ -317,9 +375,8 @@ def attention_core(q: Any, k: Any, v: Any, bias: Any, recompute: bool) -> Any:
                 probs = kept
             d_v = tf.linalg.matmul(probs, d_out, transpose_a=True)
             d_probs = tf.linalg.matmul(d_out, v, transpose_b=True)
-            acc = "float64" if out.dtype == tf.float64 else "float32"  # the sum's precision
-            row = tf.reduce_sum(tf.cast(d_out, acc) * tf.cast(out, acc), axis=-1, keepdims=True)
-            d_scores = probs * (d_probs - tf.cast(row, d_probs.dtype))
+            row = tf.reduce_sum(_wide(d_out) * _wide(out), axis=-1, keepdims=True)
+            d_scores = _score_gradient(probs, d_probs, row)
             d_q = tf.linalg.matmul(d_scores, k)
             d_k = tf.linalg.matmul(d_scores, q, transpose_a=True)
             return d_q, d_k, d_v

@@ -109,19 +109,18 @@ class PretrainingTask(Task):
                        ) -> tuple[tf.Tensor, Stats]:
         import tensorflow as tf
 
+        from albertkit.models.albert import sparse_cross_entropy
+
         out = model(batch, training=training)
-        mlm_logits = tf.cast(out["mlm_logits"], tf.float32)  # [B, P, V]
         sop_logits = tf.cast(out["sop_logits"], tf.float32)  # [B, 2]
-        ids = tf.cast(batch["masked_lm_ids"], tf.int32)
         weights = tf.cast(batch["masked_lm_weights"], tf.float32)
         labels = tf.reshape(tf.cast(batch["next_sentence_labels"], tf.int32), [-1])
 
-        mlm_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=mlm_logits)
+        # [B, P, V] logits in the compute dtype: the fused kernel computes in float32.
+        mlm_ce, mlm_hit = sparse_cross_entropy(out["mlm_logits"], batch["masked_lm_ids"])
         mlm_sum = tf.reduce_sum(mlm_ce * weights)
         mlm_weight = tf.reduce_sum(weights)
         mlm_loss = mlm_sum / (mlm_weight + 1e-5)
-        mlm_hit = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32), ids),
-                          tf.float32)
 
         sop_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=sop_logits)
         sop_hit = tf.cast(tf.equal(tf.argmax(sop_logits, -1, output_type=tf.int32), labels),
@@ -143,10 +142,10 @@ class PretrainingTask(Task):
         mean cross-entropy, as the batch loss but per row) plus its SOP cross-entropy."""
         import tensorflow as tf
 
+        from albertkit.models.albert import sparse_cross_entropy
+
         out = model(batch, training=False)
-        mlm_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=tf.cast(batch["masked_lm_ids"], tf.int32),
-            logits=tf.cast(out["mlm_logits"], tf.float32))  # [B, P]
+        mlm_ce, _ = sparse_cross_entropy(out["mlm_logits"], batch["masked_lm_ids"])  # [B, P]
         weights = tf.cast(batch["masked_lm_weights"], tf.float32)
         mlm = tf.reduce_sum(mlm_ce * weights, -1) / (tf.reduce_sum(weights, -1) + 1e-5)
         sop = tf.nn.sparse_softmax_cross_entropy_with_logits(
