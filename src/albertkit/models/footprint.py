@@ -274,6 +274,14 @@ def estimate_memory(
         # the recomputed layer's working set, not their sum.
         weight_grads = 4.0 * layer_applications(spec) * layer_parameter_count(spec)
         activations["remat_peak"] = max(weight_grads, micro_batch * recomputed)
+    elif not xla:
+        # The graph executor's autodiff, too, keeps every application's float32 weight
+        # gradients of the shared layer until the end of the backward pass sums them, by
+        # which time the activations are freed: the peak is the larger of the two. Measured
+        # at base seq 128 (docs/memory.md): 550 MiB at micro-batch 2 and 568 at 4 in
+        # mixed_bfloat16 (6 layers at 2: 358), where the activations alone predicted 297-391.
+        weight_grads = 4.0 * layer_applications(spec) * layer_parameter_count(spec)
+        activations["weight_gradient_copies"] = max(0.0, weight_grads - sum(activations.values()))
     return MemoryEstimate(n, micro_batch, state, activations)
 
 
