@@ -193,7 +193,7 @@ def _layer_norm_kernel(epsilon: float) -> Callable[[Any, Any, Any], Any]:
                     - x_hat * tf.reduce_mean(g * x_hat, axis=-1, keepdims=True))
         # dgamma and dbeta as one product with a row of ones: XLA's CPU backend splits a
         # reduction over that many rows into a windowed reduction, which was 1.4x slower
-        # (base 512 x 4 in mixed_bfloat16: 9.2 -> 6.6 ms per LayerNorm, docs/performance.md).
+        # (base 512 x 4 in mixed_bfloat16: about 9 -> 7 ms per LayerNorm, docs/performance.md).
         width = tf.shape(x)[-1]
         columns = tf.concat([tf.reshape(dy * x_hat, [-1, width]), tf.reshape(dy, [-1, width])], -1)
         sums = tf.linalg.matmul(tf.ones([1, tf.shape(columns)[0]], columns.dtype), columns)[0]
@@ -272,8 +272,8 @@ def sparse_cross_entropy(logits: Any, labels: Any) -> tuple[Any, Any]:
     pass recomputes the softmax from the logits and two saved numbers per row, and returns
     the logits' dtype. TensorFlow's graph executor ran the softmax, its gradient and the
     argmax as separate passes over the MLM logits [B, P, V] (docs/performance.md). A label
-    outside [0, V) gives NaN (TensorFlow's op raises instead), so the trainer's non-finite
-    loss check stops on it.
+    outside [0, V) gives a NaN loss and gradient (TensorFlow's op raises instead): the
+    trainer skips such a step as non-finite and stops after ``runtime.max_nonfinite_steps``.
 
         >>> ce, hit = sparse_cross_entropy(tf.constant([[0.0, 2.0]]), tf.constant([1]))
         >>> [round(float(ce[0]), 4), float(hit[0])]
