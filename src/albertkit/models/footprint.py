@@ -267,20 +267,18 @@ def estimate_memory(
     per_seq = activation_bytes_per_sequence(spec, seq_length, preds, precision, remat, xla)
     recomputed = per_seq.pop("recomputed_layer", None)
     activations = {k: micro_batch * v for k, v in per_seq.items()}
+    # L float32 copies of one layer's weight gradients: each layer application's, kept
+    # separately until the end of the backward pass sums them.
+    weight_grads = 4.0 * layer_applications(spec) * layer_parameter_count(spec)
     if recomputed is not None:
-        # TF's recompute_grad returns each layer application's weight gradients separately
-        # and they are summed at the end of the backward pass: L float32 copies of one
-        # layer's gradients. Measured (docs/memory.md), the peak is the larger of that and
-        # the recomputed layer's working set, not their sum.
-        weight_grads = 4.0 * layer_applications(spec) * layer_parameter_count(spec)
+        # TF's recompute_grad returns the copies. Measured (docs/memory.md), the peak is the
+        # larger of them and the recomputed layer's working set, not their sum.
         activations["remat_peak"] = max(weight_grads, micro_batch * recomputed)
     elif not xla:
-        # The graph executor's autodiff, too, keeps every application's float32 weight
-        # gradients of the shared layer until the end of the backward pass sums them, by
-        # which time the activations are freed: the peak is the larger of the two. Measured
-        # at base seq 128 (docs/memory.md): 550 MiB at micro-batch 2 and 568 at 4 in
-        # mixed_bfloat16 (6 layers at 2: 358), where the activations alone predicted 297-391.
-        weight_grads = 4.0 * layer_applications(spec) * layer_parameter_count(spec)
+        # The graph executor's autodiff keeps them too, and by the time they are summed the
+        # activations are freed: the peak is the larger of the two. Measured at base seq 128
+        # (docs/memory.md): 550 MiB at micro-batch 2 and 568 at 4 in mixed_bfloat16 (6
+        # layers at 2: 358), where the activations alone predicted 297-391.
         activations["weight_gradient_copies"] = max(0.0, weight_grads - sum(activations.values()))
     return MemoryEstimate(n, micro_batch, state, activations)
 
