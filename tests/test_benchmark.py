@@ -595,6 +595,25 @@ def test_graph_planner_peak_is_the_larger_of_activations_and_weight_gradient_cop
     assert "weight_gradient_copies" not in estimate_memory(spec, 128, 2, xla=True).activations
 
 
+def test_xla_planner_on_a_cpu_counts_16_bit_activations_at_3_bytes():
+    # XLA's CPU backend keeps part of a mixed-precision step's activations in float32: the
+    # planner counts 3 bytes per element there (fitted, docs/memory.md), 2 on a GPU, and the
+    # device changes nothing else (float32, or the graph executor's path).
+    spec = AlbertSpec(**SIZES["base"])
+    for precision in ("mixed_bfloat16", "mixed_float16"):
+        gpu = activation_bytes_per_sequence(spec, 128, 20, precision, "selective", True, "gpu")
+        cpu = activation_bytes_per_sequence(spec, 128, 20, precision, "selective", True, "cpu")
+        assert cpu["layers"] == 1.5 * gpu["layers"]
+        assert cpu["layers"] == 12 * 128 * 3 * (8 * 768 + 4 * 3072)
+        assert cpu["recomputed_attention"] == gpu["recomputed_attention"]
+    for precision, xla in (("float32", True), ("mixed_bfloat16", False)):
+        assert estimate_memory(spec, 128, 8, precision, xla=xla, device="cpu") == (
+            estimate_memory(spec, 128, 8, precision, xla=xla, device="gpu")
+        )
+    with pytest.raises(ValueError, match="device='tpu'"):
+        estimate_memory(spec, 128, 8, xla=True, device="tpu")
+
+
 def test_selective_planner_drops_the_recomputed_tensors():
     """remat "selective" keeps 2 F-wide tensors fewer per token and layer (with an
     activation that has no fused kernel) and no T x T probabilities, only one layer's

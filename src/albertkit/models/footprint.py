@@ -22,7 +22,8 @@ backward pass are counted from the layer's ops and the compiled step's buffer as
 the attention probabilities (heads x T per token, float32, plus a compute-dtype copy under
 mixed precision). ``runtime.remat`` changes what is kept (:data:`RematMode`). Embeddings and
 the MLM head (float32 logits, softmax and their gradient at P positions) are added once.
-H- and F-wide tensors take the compute dtype's bytes.
+H- and F-wide tensors take the compute dtype's bytes, except in an XLA-compiled step on a
+CPU under mixed precision (``XLA_CPU_16BIT_BYTES``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Literal
 
 from albertkit.config.sizes import AlbertSpec
 from albertkit.errors import ConfigError
-from albertkit.hardware import GiB
+from albertkit.hardware import DeviceKind, GiB
 
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 
@@ -65,6 +66,12 @@ GRAPH_ACT_FFN = 6
 # XLA-compiled step the kernels are inlined and XLA keeps ACT_FFN F-wide tensors, since
 # "selective" recomputes only a formula activation (measured, docs/memory.md).
 FUSED_ACTIVATIONS = frozenset({"gelu", "gelu_new", "gelu_fast"})
+# Bytes per activation element of an XLA-compiled step on a CPU under mixed precision. XLA's
+# CPU backend computes 16-bit types in float32 (its float-normalization pass) and keeps part
+# of the activations in float32, part in the 16-bit type: fitted to TensorFlow's allocator
+# peaks of ALBERT-base in mixed_bfloat16 with selective remat (docs/memory.md: seq 128 x 4,
+# 8 and 16, seq 512 x 2 and 4), where 2 bytes predicted x0.68-0.78 and 4 bytes x1.01-1.26.
+XLA_CPU_16BIT_BYTES = 3
 
 # What the backward pass recomputes instead of keeping (gradient checkpointing): "none"
 # keeps what autodiff asks for; "selective" recomputes, in each layer, the attention core
@@ -142,11 +149,13 @@ def activation_bytes_per_sequence(
     precision: Precision,
     remat: RematMode | bool = "none",
     xla: bool = True,
+    device: DeviceKind = "gpu",
 ) -> dict[str, float]:
     """Activations kept for the backward pass of one sequence, by part (bytes).
 
     ``xla`` is whether the step's gradient computation is XLA-compiled (fused); without it
-    more intermediates are kept (``GRAPH_*`` above).
+    more intermediates are kept (``GRAPH_*`` above). ``device`` ("cpu" or "gpu") matters
+    only to an XLA-compiled step under mixed precision (``XLA_CPU_16BIT_BYTES``).
 
     ``remat`` is ``runtime.remat``. With "selective", ``recomputed_attention`` is the working
     set of one layer's recomputed attention core (its float32 probabilities and their
@@ -155,8 +164,10 @@ def activation_bytes_per_sequence(
     layer being recomputed, which :func:`estimate_memory` does not simply add (see there).
     """
     mode = remat_mode(remat)
-    b = compute_bytes(precision)
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"device={device!r}; expected 'cpu' or 'gpu'")
     mixed = precision != "float32"
+    b = XLA_CPU_16BIT_BYTES if xla and device == "cpu" and mixed else compute_bytes(precision)
     t, p = seq_length, max_predictions
     e, h, f, v = spec.embedding_size, spec.hidden_size, spec.intermediate_size, spec.vocab_size
     n = layer_applications(spec)
@@ -232,6 +243,7 @@ def estimate_memory(
     accumulation: int = 1,
     remat: RematMode | bool = "none",
     xla: bool = True,
+    device: DeviceKind = "gpu",
 ) -> MemoryEstimate:
     """Predict the peak memory of one training step of one replica (bytes).
 
@@ -246,6 +258,9 @@ def estimate_memory(
         xla: the gradient computation is XLA-compiled: pass the step's resolved plan,
             ``runtime.xla_plan().compute`` (``runtime.xla: auto`` decides per device and
             precision); without XLA more activations are kept.
+        device: ``"gpu"`` or ``"cpu"``, the device the step runs on. It matters to an
+            XLA-compiled step under mixed precision, whose CPU backend keeps part of the
+            activations in float32 (``XLA_CPU_16BIT_BYTES``).
     """
     if micro_batch <= 0 or accumulation <= 0:
         raise ValueError(
@@ -264,7 +279,9 @@ def estimate_memory(
         "accumulator": 4.0 * n if accumulation > 1 else 0.0,
         "optimizer": 8.0 * n,
     }
-    per_seq = activation_bytes_per_sequence(spec, seq_length, preds, precision, remat, xla)
+    per_seq = activation_bytes_per_sequence(
+        spec, seq_length, preds, precision, remat, xla, device
+    )
     recomputed = per_seq.pop("recomputed_layer", None)
     activations = {k: micro_batch * v for k, v in per_seq.items()}
     # L float32 copies of one layer's weight gradients: each layer application's, kept

@@ -117,7 +117,7 @@ def plan_batch(
         0,
         estimate_memory(
             spec, seq_length, 1, precision, max_predictions, accumulation=2, remat=remat,
-            xla=compiled,
+            xla=compiled, device="gpu",
         ).peak_bytes,
         usable,
     )
@@ -125,7 +125,7 @@ def plan_batch(
         accum = per_replica // micro
         peak = estimate_memory(
             spec, seq_length, micro, precision, max_predictions, accumulation=accum, remat=remat,
-            xla=compiled,
+            xla=compiled, device="gpu",
         ).peak_bytes
         if peak > usable:
             break

@@ -246,6 +246,7 @@ def measure(
         settings.accumulation,
         remat=settings.remat,
         xla=ak.xla_plan.compute if ak.xla_plan is not None else settings.xla is True,
+        device="gpu" if ak.device == "GPU" else "cpu",
     )
     measured = ak.tensor_peak_bytes
     ratios = None

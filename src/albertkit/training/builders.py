@@ -107,6 +107,7 @@ def check_memory(cfg: TrainerConfig, spec: AlbertSpec, accum: int = 1) -> None:
     ``config.json`` with a huge ``vocab_size`` goes straight to allocation: minutes of
     swapping or an out-of-memory kill instead of an error naming the field.
     """
+    from albertkit.hardware import local_device_kind
     from albertkit.models.footprint import check_fits, default_predictions, estimate_memory
 
     seq = getattr(cfg.data, "seq_length", None) or getattr(cfg.data, "max_seq_length", None)
@@ -114,9 +115,11 @@ def check_memory(cfg: TrainerConfig, spec: AlbertSpec, accum: int = 1) -> None:
         return
     preds = getattr(cfg.data, "max_predictions_per_seq", None) or default_predictions(seq)
     rt = cfg.runtime
+    kind = local_device_kind()
     estimate = estimate_memory(spec, seq, rt.micro_batch_size, rt.precision, preds,
                                accumulation=accum, remat=rt.remat,
-                               xla=rt.xla_plan().compute)  # the path the step will take
+                               xla=rt.xla_plan(kind).compute,  # the path the step will take
+                               device=kind)
     device, limit = device_memory()
     if limit is None:
         log.debug("device memory unknown: the model-size check is skipped")
