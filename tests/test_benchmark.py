@@ -578,12 +578,13 @@ def test_remat_planner_keeps_layer_inputs_only():
 
 
 def test_graph_planner_peak_is_the_larger_of_activations_and_weight_gradient_copies():
-    # Without XLA the L = 12 float32 copies of the shared layer's weight gradients (12 x 4 x
-    # 7.08 M bytes) outlast the activations: at a small micro-batch they set the peak.
+    # Without XLA the L = 12 copies of the shared layer's weight gradients (12 x 7.08 M
+    # elements, in the compute dtype) outlast the activations: at a small micro-batch they set
+    # the peak.
     spec = AlbertSpec(**SIZES["base"])
     layer_params = 4 * (768**2 + 768) + 2 * 768 + 2 * 768 * 3072 + 3072 + 768 + 2 * 768
-    copies = 12 * 4 * layer_params
-    for precision in ("float32", "mixed_bfloat16"):
+    for precision, size in (("float32", 4), ("mixed_bfloat16", 2)):
+        copies = 12 * size * layer_params
         small = estimate_memory(spec, 128, 2, precision, remat="selective", xla=False)
         acts = sum(v for k, v in small.activations.items() if k != "weight_gradient_copies")
         assert acts < copies

@@ -666,7 +666,7 @@ def test_shared_layer_weights_are_cast_once_per_forward_pass(monkeypatch, remat)
         return grads, _casts_per_variable(forward, tf.bfloat16)
 
     shared, shared_casts = grads_and_casts()
-    monkeypatch.setattr(albert, "_SharedWeightCasts", AutocastScope)
+    monkeypatch.setattr(albert, "_SharedWeightCasts", lambda dtype, reads: AutocastScope(dtype))
     per_read, per_read_casts = grads_and_casts()
     # SPEC applies group 0 (two inner layers) twice: each of its weights was cast twice per
     # forward pass; now once (full remat casts again when it recomputes in the backward pass)
@@ -677,6 +677,37 @@ def test_shared_layer_weights_are_cast_once_per_forward_pass(monkeypatch, remat)
     for a, b in zip(shared, per_read, strict=True):
         assert a.dtype == np.float32
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_fanned_cast_sums_its_uses_gradients_in_float32():
+    """A shared weight's low-precision uses (one per layer application) get the cast value,
+    and the weight's gradient is the sum of the uses' gradients computed in float32 by one
+    kernel: 1 + 11 x 2^-9 is exact in float32, while a bfloat16 sum (8-bit significand)
+    rounds each 2^-9 away or the total to 1.0234375."""
+    import albertkit.models.albert as albert
+
+    v = tf.Variable([1.5, -2.25, 3.0])
+    scales = tf.constant([1.0] + [2.0**-9] * 11, tf.bfloat16)
+
+    @tf.function(jit_compile=False)
+    def step():
+        with tf.GradientTape() as tape:
+            uses = albert._fanned_cast(tf.convert_to_tensor(v), tf.bfloat16, 12)
+            loss = tf.add_n([tf.reduce_sum(tf.cast(u * scales[i], tf.float32))
+                             for i, u in enumerate(uses)])
+        return uses, tape.gradient(loss, v)
+
+    uses, grad = step()
+    assert len(uses) == 12
+    for u in uses:
+        assert u.dtype == tf.bfloat16
+        np.testing.assert_array_equal(u.numpy().astype(np.float32), [1.5, -2.25, 3.0])
+    assert grad.dtype == tf.float32
+    np.testing.assert_array_equal(grad.numpy(), np.full(3, 1 + 11 * 2.0**-9, np.float32))
+    graph = step.get_concrete_function().graph
+    kernels = [op for op in graph.get_operations() if op.type == "PartitionedCall"
+               and "_sum_wide_kernel" in op.get_attr("f").name]
+    assert len(kernels) == 1 and len(kernels[0].inputs) == 12
 
 
 _PEAK_SCRIPT = """

@@ -694,14 +694,21 @@ class _SharedWeightCasts(AutocastScope):
     many low-precision copies of the group's weights, and the graph executor keeps each one
     for its application's backward pass (XLA merges the equal casts; the executor does
     not): at base 11 extra bfloat16 copies of 7.1 M weights, 156 MB. Under this scope each
-    variable is cast once; every read returns that cast through :func:`_shared_cast_use`,
-    whose gradient is the read's own gradient in the variable's dtype, so the applications'
-    weight gradients are still summed in float32, as with a cast per read.
+    variable is cast once.
+
+    ``reads`` maps ``id`` of a variable to the number of reads expected in one pass (a
+    shared layer's applications). Such a variable is cast by :func:`_fanned_cast`, whose
+    outputs are handed out one per read and whose backward pass sums the reads' gradients
+    in float32 in one kernel; other variables' reads return their one cast through
+    :func:`_shared_cast_use`, whose gradient is the read's own gradient in the variable's
+    dtype. Either way the applications' weight gradients are summed in float32, as with a
+    cast per read.
     """
 
-    def __init__(self, dtype: Any):
+    def __init__(self, dtype: Any, reads: dict[int, int] | None = None):
         super().__init__(dtype)
-        self._casts: dict[int, tuple[Any, Any]] = {}
+        self._reads = reads or {}
+        self._casts: dict[int, tuple[Any, Any, list[Any]]] = {}
 
     def maybe_cast(self, value: Any) -> Any:
         dtype = tf.as_dtype(self.dtype) if self.dtype is not None else None
@@ -711,8 +718,52 @@ class _SharedWeightCasts(AutocastScope):
         entry = self._casts.get(id(value))
         if entry is None:
             # The variable is held with its cast so that its id is not reused in this pass.
-            entry = self._casts[id(value)] = (value, tf.cast(tf.stop_gradient(read), dtype))
+            reads = self._reads.get(id(value), 1)
+            if reads > 1:
+                uses = list(_fanned_cast(read, dtype, reads))
+                entry = (value, tf.stop_gradient(uses[0]), uses)
+            else:
+                entry = (value, tf.cast(tf.stop_gradient(read), dtype), [])
+            self._casts[id(value)] = entry
+        if entry[2]:
+            return entry[2].pop(0)
         return _shared_cast_use(read, entry[1])
+
+
+def _fanned_cast(read: Any, dtype: Any, reads: int) -> list[Any]:
+    """``reads`` uses of one ``dtype`` cast of ``read``; the gradient is the sum of the
+    uses' gradients, computed in ``read``'s dtype (:func:`_sum_wide`).
+
+    Autodiff would sum a shared read's gradients itself, but in the compute dtype; with a
+    cast per read it casts each to float32 first (at base 12 float32 copies of the layer's
+    gradients, alive together at the end of the backward pass) and then adds them.
+    """
+
+    @tf.custom_gradient
+    def fan(x: Any) -> tuple[list[Any], Callable[..., Any]]:
+        cast = tf.cast(x, dtype)
+
+        def grad(*d_uses: Any) -> Any:
+            return _sum_wide([d for d in d_uses if d is not None], x.dtype)
+
+        return [tf.identity(cast) for _ in range(reads)], grad
+
+    return fan(read)
+
+
+def _sum_wide(parts: list[Any], dtype: Any) -> Any:
+    """The sum of ``parts`` in ``dtype`` (one XLA kernel for 16-bit parts: each element is
+    read once and widened in registers, with no full-size float32 copy per part)."""
+    if not parts:
+        raise ValueError("no gradient reached a shared weight")
+    if all(p.dtype == dtype for p in parts):
+        return tf.add_n(parts)
+    return _sum_wide_kernel(parts, dtype)
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _sum_wide_kernel(parts: list[Any], dtype: Any) -> Any:
+    return tf.add_n([tf.cast(p, dtype) for p in parts])
 
 
 @tf.custom_gradient
@@ -800,8 +851,24 @@ class AlbertEncoder(keras.Model):
     def call(self, inputs: Inputs, training: bool = False) -> dict[str, Any]:
         if self.compute_dtype == self.variable_dtype:
             return self._forward(inputs, training)
-        with _SharedWeightCasts(self.compute_dtype):
+        with _SharedWeightCasts(self.compute_dtype, self._shared_reads(training)):
             return self._forward(inputs, training)
+
+    def _shared_reads(self, training: bool) -> dict[int, int]:
+        """Reads per forward pass of each variable of a group applied more than once (for
+        :class:`_SharedWeightCasts`); none under full recomputation in training, whose
+        backward pass reads the weights again."""
+        if self.remat == "full" and training:
+            return {}
+        uses = [0] * len(self.albert_layer_groups)
+        for i in range(self.spec.num_hidden_layers):
+            uses[self.group_index(i)] += 1
+        return {
+            id(w._value): n
+            for group, n in zip(self.albert_layer_groups, uses, strict=True)
+            if n > 1
+            for w in group.weights
+        }
 
     def _forward(self, inputs: Inputs, training: bool) -> dict[str, Any]:
         input_ids = inputs["input_ids"]

@@ -295,8 +295,11 @@ def estimate_memory(
         # The graph executor's autodiff keeps them too, and by the time they are summed the
         # activations are freed: the peak is the larger of the two. Measured at base seq 128
         # (docs/memory.md): 550 MiB at micro-batch 2 and 568 at 4 in mixed_bfloat16 (6
-        # layers at 2: 358), where the activations alone predicted 297-391.
-        activations["weight_gradient_copies"] = max(0.0, weight_grads - sum(activations.values()))
+        # layers at 2: 358), where the activations alone predicted 297-391. Under mixed
+        # precision the copies are in the compute dtype, summed in float32 by one kernel
+        # (albertkit.models.albert._fanned_cast): 379 MiB at micro-batch 2.
+        copies = weight_grads * compute_bytes(precision) / 4
+        activations["weight_gradient_copies"] = max(0.0, copies - sum(activations.values()))
     return MemoryEstimate(n, micro_batch, state, activations)
 
 
