@@ -8,11 +8,13 @@ too: :func:`check_fits` refuses an architecture, for example one read from a dow
 
 Memory model (one replica, bytes; validated against measured peaks in docs/memory.md):
 
-    state       = weights 4N (+2N compute-dtype copies under mixed precision; without XLA
-                  one copy of the shared layer's weights per layer application)
+    state       = weights 4N (+2N compute-dtype copies under mixed precision: one cast of
+                  each weight per forward pass, shared by a layer's applications)
                 + gradients 4N (float32) (+4N accumulator when accumulating)
                 + optimizer 8N (LAMB/AdamW m and v)
-    activations = micro_batch * per-sequence activations (below)
+    activations = micro_batch * per-sequence activations (below), or the shared layer's
+                  per-application weight gradients where they are larger (without XLA, or
+                  with full recomputation)
     peak        = state + activations + workspace
 
 Per sequence, per transformer-layer application and token, the tensors kept for the
