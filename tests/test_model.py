@@ -706,7 +706,7 @@ def test_fanned_cast_sums_its_uses_gradients_in_float32():
     np.testing.assert_array_equal(grad.numpy(), np.full(3, 1 + 11 * 2.0**-9, np.float32))
     graph = step.get_concrete_function().graph
     kernels = [op for op in graph.get_operations() if op.type == "PartitionedCall"
-               and "_sum_wide_kernel" in op.get_attr("f").name]
+               and "_sum_wide" in op.get_attr("f").name]
     assert len(kernels) == 1 and len(kernels[0].inputs) == 12
 
 

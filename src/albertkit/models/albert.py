@@ -732,7 +732,8 @@ class _SharedWeightCasts(AutocastScope):
 
 def _fanned_cast(read: Any, dtype: Any, reads: int) -> list[Any]:
     """``reads`` uses of one ``dtype`` cast of ``read``; the gradient is the sum of the
-    uses' gradients, computed in ``read``'s dtype (:func:`_sum_wide`).
+    uses' gradients, computed in ``read``'s dtype by one XLA kernel: each element is read
+    once and widened in registers, with no full-size float32 copy per use.
 
     Autodiff would sum a shared read's gradients itself, but in the compute dtype; with a
     cast per read it casts each to float32 first (at base 12 float32 copies of the layer's
@@ -751,18 +752,8 @@ def _fanned_cast(read: Any, dtype: Any, reads: int) -> list[Any]:
     return fan(read)
 
 
-def _sum_wide(parts: list[Any], dtype: Any) -> Any:
-    """The sum of ``parts`` in ``dtype`` (one XLA kernel for 16-bit parts: each element is
-    read once and widened in registers, with no full-size float32 copy per part)."""
-    if not parts:
-        raise ValueError("no gradient reached a shared weight")
-    if all(p.dtype == dtype for p in parts):
-        return tf.add_n(parts)
-    return _sum_wide_kernel(parts, dtype)
-
-
 @tf.function(jit_compile=True, reduce_retracing=True)
-def _sum_wide_kernel(parts: list[Any], dtype: Any) -> Any:
+def _sum_wide(parts: list[Any], dtype: Any) -> Any:
     return tf.add_n([tf.cast(p, dtype) for p in parts])
 
 
