@@ -22,10 +22,14 @@ export ALBERTKIT_FORBID_SKIPS=1 TF_CPP_MIN_LOG_LEVEL=2
 # two thirds of the time). Tests marked `serial` measure wall time or load every CPU on
 # purpose; they run alone afterwards. Exit status: the first failing pass's; a pass that
 # selects nothing (exit 5) counts only when both do.
+# FAST=1 leaves out the tests marked `slow` (multi-process, kill -9, the example scripts,
+# end-to-end learning): the quick check while developing. CI runs everything.
+fast=""
+[ "${FAST:-0}" = 1 ] && fast=" and not slow"
 main=0
-python -m pytest -q --durations=30 -n "${TEST_WORKERS:-2}" -m "not serial" "$@" || main=$?
+python -m pytest -q --durations=30 -n "${TEST_WORKERS:-2}" -m "not serial$fast" "$@" || main=$?
 alone=0
-python -m pytest -q --durations=5 -m serial "$@" || alone=$?
+python -m pytest -q --durations=5 -m "serial$fast" "$@" || alone=$?
 if [ "$main" = 5 ] && [ "$alone" = 5 ]; then exit 5; fi
 [ "$main" = 5 ] && main=0
 [ "$alone" = 5 ] && alone=0
