@@ -710,6 +710,37 @@ def test_fanned_cast_sums_its_uses_gradients_in_float32():
     assert len(kernels) == 1 and len(kernels[0].inputs) == 12
 
 
+
+@pytest.mark.parametrize("remat", ["none", "selective"])
+def test_the_encoder_fans_out_each_shared_weights_cast(remat):
+    """The encoder's training pass under mixed precision takes the fan-out path for every
+    weight of a group applied more than once: one float32 sum kernel per such weight, with
+    one input per application. The encoder finds those weights by the id of the variable
+    Keras hands its autocast scope; if Keras changed what it hands over, the pass would fall
+    back to one cast per read (still correct, more memory) and only this test would say so."""
+    keras.utils.set_random_seed(3)
+    model = AlbertForPretraining(SPEC, dtype="mixed_bfloat16", remat=remat)
+    model.build_for(seq_length=12, max_predictions=4)
+    x = batch(seed=2)
+
+    @tf.function(jit_compile=False)
+    def step():
+        with tf.GradientTape() as tape:
+            out = model(x, training=True)
+            loss = tf.reduce_mean(out["mlm_logits"] ** 2) + tf.reduce_mean(out["sop_logits"])
+        return tape.gradient(loss, model.trainable_variables)
+
+    graph = step.get_concrete_function().graph
+    sums = [op for op in graph.get_operations() if op.type == "PartitionedCall"
+            and "_sum_wide" in op.get_attr("f").name]
+    # SPEC: 3 layers over 2 groups, so group 0 (two inner layers) is applied twice, group 1 once
+    # (LayerNorm reads its float32 gamma and beta uncast: it has no cast to fan out.)
+    shared = model.albert.albert_layer_groups[0].weights
+    cast = [w for w in shared if "layer_norm" not in w.path]
+    assert (len(shared), len(cast)) == (32, 24)
+    assert len(sums) == len(cast)
+    assert {len(op.inputs) for op in sums} == {2}
+
 _PEAK_SCRIPT = """
 import sys
 import tensorflow as tf
