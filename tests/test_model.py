@@ -710,7 +710,6 @@ def test_fanned_cast_sums_its_uses_gradients_in_float32():
     assert len(kernels) == 1 and len(kernels[0].inputs) == 12
 
 
-
 @pytest.mark.parametrize("remat", ["none", "selective"])
 def test_the_encoder_fans_out_each_shared_weights_cast(remat):
     """The encoder's training pass under mixed precision takes the fan-out path for every
@@ -740,6 +739,7 @@ def test_the_encoder_fans_out_each_shared_weights_cast(remat):
     assert (len(shared), len(cast)) == (32, 24)
     assert len(sums) == len(cast)
     assert {len(op.inputs) for op in sums} == {2}
+
 
 _PEAK_SCRIPT = """
 import sys
