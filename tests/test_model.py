@@ -639,6 +639,23 @@ def _casts_per_variable(graph: tf.Graph, dtype: tf.DType) -> dict[str, int]:
     return counts
 
 
+def _mixed_gradient_step(remat: str, init_seed: int, batch_seed: int):
+    """A mixed_bfloat16 pretraining model (seeded) and a graph-mode function returning the
+    gradients of a loss on a fixed batch; the model is built, the function not yet traced."""
+    keras.utils.set_random_seed(init_seed)
+    model = AlbertForPretraining(SPEC, dtype="mixed_bfloat16", remat=remat)
+    model.build_for(seq_length=12, max_predictions=4)
+    x = batch(seed=batch_seed)
+
+    @tf.function(jit_compile=False)
+    def step():
+        with tf.GradientTape() as tape:
+            out = model(x, training=True)
+            loss = tf.reduce_mean(out["mlm_logits"] ** 2) + tf.reduce_mean(out["sop_logits"])
+        return tape.gradient(loss, model.trainable_variables)
+
+    return model, step
+
 @pytest.mark.parametrize("remat", ["none", "selective", "full"])
 def test_shared_layer_weights_are_cast_once_per_forward_pass(monkeypatch, remat):
     """Under mixed precision without XLA the encoder casts each weight once per forward pass
@@ -649,18 +666,7 @@ def test_shared_layer_weights_are_cast_once_per_forward_pass(monkeypatch, remat)
     import albertkit.models.albert as albert
 
     def grads_and_casts():
-        keras.utils.set_random_seed(5)
-        model = AlbertForPretraining(SPEC, dtype="mixed_bfloat16", remat=remat)
-        model.build_for(seq_length=12, max_predictions=4)
-        x = batch(seed=9)
-
-        @tf.function(jit_compile=False)
-        def step():
-            with tf.GradientTape() as tape:
-                out = model(x, training=True)
-                loss = tf.reduce_mean(out["mlm_logits"] ** 2) + tf.reduce_mean(out["sop_logits"])
-            return tape.gradient(loss, model.trainable_variables)
-
+        _, step = _mixed_gradient_step(remat, init_seed=5, batch_seed=9)
         grads = [tf.convert_to_tensor(g).numpy() for g in step()]
         forward = step.get_concrete_function().graph
         return grads, _casts_per_variable(forward, tf.bfloat16)
@@ -717,18 +723,7 @@ def test_the_encoder_fans_out_each_shared_weights_cast(remat):
     one input per application. The encoder finds those weights by the id of the variable
     Keras hands its autocast scope; if Keras changed what it hands over, the pass would fall
     back to one cast per read (still correct, more memory) and only this test would say so."""
-    keras.utils.set_random_seed(3)
-    model = AlbertForPretraining(SPEC, dtype="mixed_bfloat16", remat=remat)
-    model.build_for(seq_length=12, max_predictions=4)
-    x = batch(seed=2)
-
-    @tf.function(jit_compile=False)
-    def step():
-        with tf.GradientTape() as tape:
-            out = model(x, training=True)
-            loss = tf.reduce_mean(out["mlm_logits"] ** 2) + tf.reduce_mean(out["sop_logits"])
-        return tape.gradient(loss, model.trainable_variables)
-
+    model, step = _mixed_gradient_step(remat, init_seed=3, batch_seed=2)
     graph = step.get_concrete_function().graph
     sums = [op for op in graph.get_operations() if op.type == "PartitionedCall"
             and "_sum_wide" in op.get_attr("f").name]
