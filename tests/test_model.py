@@ -656,6 +656,7 @@ def _mixed_gradient_step(remat: str, init_seed: int, batch_seed: int):
 
     return model, step
 
+
 @pytest.mark.parametrize("remat", ["none", "selective", "full"])
 def test_shared_layer_weights_are_cast_once_per_forward_pass(monkeypatch, remat):
     """Under mixed precision without XLA the encoder casts each weight once per forward pass
@@ -711,10 +712,14 @@ def test_fanned_cast_sums_its_uses_gradients_in_float32():
     assert grad.dtype == tf.float32
     np.testing.assert_array_equal(grad.numpy(), np.full(3, 1 + 11 * 2.0**-9, np.float32))
     graph = step.get_concrete_function().graph
-    kernels = [op for op in graph.get_operations() if op.type == "PartitionedCall"
-               and "_sum_wide" in op.get_attr("f").name]
+    kernels = _sum_kernels(graph)
     assert len(kernels) == 1 and len(kernels[0].inputs) == 12
 
+
+def _sum_kernels(graph: tf.Graph) -> list[tf.Operation]:
+    """The calls of the fan-out's float32 sum kernel (``albert._sum_wide``) in ``graph``."""
+    return [op for op in graph.get_operations() if op.type == "PartitionedCall"
+            and "_sum_wide" in op.get_attr("f").name]
 
 @pytest.mark.parametrize("remat", ["none", "selective"])
 def test_the_encoder_fans_out_each_shared_weights_cast(remat):
@@ -725,8 +730,7 @@ def test_the_encoder_fans_out_each_shared_weights_cast(remat):
     back to one cast per read (still correct, more memory) and only this test would say so."""
     model, step = _mixed_gradient_step(remat, init_seed=3, batch_seed=2)
     graph = step.get_concrete_function().graph
-    sums = [op for op in graph.get_operations() if op.type == "PartitionedCall"
-            and "_sum_wide" in op.get_attr("f").name]
+    sums = _sum_kernels(graph)
     # SPEC: 3 layers over 2 groups, so group 0 (two inner layers) is applied twice, group 1 once
     # (LayerNorm reads its float32 gamma and beta uncast: it has no cast to fan out.)
     shared = model.albert.albert_layer_groups[0].weights
