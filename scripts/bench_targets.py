@@ -32,24 +32,6 @@ import time
 from pathlib import Path
 
 
-def wait_until_quiet(limit: float, timeout: float) -> float:
-    """Wait until the 1-minute load average is at most ``limit``, or ``timeout`` seconds
-    have passed; return the last reading."""
-    from albertkit.perf.noise import load_average_1min
-
-    start = time.monotonic()
-    load = load_average_1min()
-    announced = False
-    while load > limit and time.monotonic() - start < timeout:
-        if not announced:
-            print(f"  waiting for load average <= {limit:.2f} (now {load:.2f}; "
-                  f"at most {timeout:.0f} s)", flush=True)
-            announced = True
-        time.sleep(5)
-        load = load_average_1min()
-    return load
-
-
 def main(argv: list[str] | None = None) -> int:
     from albertkit.perf.targets import ROW_BY_KEY, ROWS
 
@@ -121,6 +103,7 @@ def read_rows(directory: Path) -> dict:
 
 def measure_rows(directory: Path, keys: list[str], args) -> dict:
     from albertkit.fileio import atomic_write_text
+    from albertkit.perf.noise import wait_until_quiet
     from albertkit.perf.runner import measure
     from albertkit.perf.settings import BenchmarkSettings
     from albertkit.perf.targets import ROW_BY_KEY

@@ -88,14 +88,12 @@ def worker_main(framework: str, settings_json: str) -> int:
     worker = AlbertkitWorker(settings) if framework == "albertkit" else HFWorker(settings)
     out = sys.stdout
     for line in sys.stdin:
-        cmd = json.loads(line)
+        args = json.loads(line)
+        cmd = args.pop("cmd")
         try:
-            if cmd["cmd"] == "exit":
+            if cmd == "exit":
                 break
-            if cmd["cmd"] == "steps":
-                reply = worker.steps(int(cmd["n"]))
-            else:
-                reply = getattr(worker, cmd["cmd"])()
+            reply = getattr(worker, cmd)(**args)  # steps(n=...), floor(calls=..., jit=...)
             reply = {"ok": True, **reply}
         except Exception as e:  # noqa: BLE001 - reported to the parent, which raises
             reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}

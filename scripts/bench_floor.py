@@ -1,0 +1,185 @@
+"""The training step against its matmuls alone: how much of a step is left to make faster.
+
+Times, in alternating rounds, albertkit's training step and Hugging Face PyTorch's (the
+benchmark's two worker processes, ``albertkit benchmark``'s synthetic batch) and, in the
+same processes, the step's matrix products alone (``albertkit.perf.floor``: every forward
+and backward matmul of albertkit's step, at its shapes and compute dtype) in TensorFlow's
+graph executor, in XLA, and in PyTorch. A step minus its matmuls is "the rest": bias adds,
+softmax, GELU, LayerNorm, transposes, the optimizer update and the executor's own cost.
+
+With ``--target R`` it prints what albertkit's step would have to take to be R times as
+fast as Hugging Face's, and how much of that time the matmuls leave for the rest: a target
+that leaves the rest less than any executor here needs for it cannot be met by changing
+the rest.
+
+Noisy as the benchmark is (``albertkit.perf.noise``): load before, other processes'
+runnable threads during the rounds, or rounds disagreeing by more than 10 %. Like
+``scripts/bench_targets.py`` it first waits (up to ``--quiet-wait`` seconds) for the load
+average to fall to half the noisy limit.
+
+    python scripts/bench_floor.py --size tiny --seq-length 128 --micro-batch 32 --target 2.5
+    python scripts/bench_floor.py --size base --micro-batch 8 --steps 2 --calls 2 --rounds 3 \\
+        --json runs/floor-base.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+# TensorFlow's C++ INFO lines stay hidden unless the environment asks for them.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# (label, worker, command, arguments) of each timed part; ``steps`` is one optimizer step.
+# Worker "albertkit-xla" runs the step with XLA, "albertkit-graph" without.
+PARTS = (
+    ("albertkit step, TF graph executor", "albertkit-graph", "steps", {}),
+    ("albertkit step, TF XLA", "albertkit-xla", "steps", {}),
+    ("matmuls alone, TF graph executor", "albertkit-graph", "floor", {"jit": False}),
+    ("matmuls alone, TF XLA", "albertkit-xla", "floor", {"jit": True}),
+    ("Hugging Face step", "hf-pytorch", "steps", {}),
+    ("matmuls alone, PyTorch", "hf-pytorch", "floor", {}),
+)
+PATHS = ("TF graph executor", "TF XLA")
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", default="tiny")
+    p.add_argument("--seq-length", type=int, default=128)
+    p.add_argument("--micro-batch", type=int, default=32)
+    p.add_argument("--precision", default="float32",
+                   choices=("float32", "mixed_bfloat16", "mixed_float16"))
+    p.add_argument("--steps", type=int, default=10, help="timed steps per round")
+    p.add_argument("--calls", type=int, default=10, help="timed matmul passes per round")
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--target", type=float, default=None,
+                   help="a speed ratio over Hugging Face to budget (e.g. 2.5)")
+    p.add_argument("--quiet-wait", type=float, default=300.0,
+                   help="seconds to wait at most for a quiet machine first (0: do not wait)")
+    p.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = p.parse_args(argv)
+    for name in ("steps", "calls", "rounds"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be at least 1")
+    if args.target is not None and args.target <= 0:
+        p.error("--target must be positive")
+    return args
+
+
+def summarise(rounds: dict[str, list[float]], per_pass: dict[str, int]) -> dict[str, dict]:
+    """Each part's median over its rounds' medians, in ms per micro-batch."""
+    out = {}
+    for label, medians in rounds.items():
+        ms = 1e3 * statistics.median(medians) / per_pass[label]
+        out[label] = {"ms": ms, "round_ms": [1e3 * m / per_pass[label] for m in medians]}
+    return out
+
+
+def rest(parts: dict[str, dict]) -> dict[str, float]:
+    """Per compile path: albertkit's step minus its matmuls alone (ms per micro-batch)."""
+    return {path: parts[f"albertkit step, {path}"]["ms"] - parts[f"matmuls alone, {path}"]["ms"]
+            for path in PATHS}
+
+
+def budget(parts: dict[str, dict], target: float) -> dict[str, float]:
+    """albertkit's step time for ``target`` x Hugging Face's speed, and what the matmuls
+    leave of it for the rest on each compile path."""
+    step = parts["Hugging Face step"]["ms"] / target
+    return {"target": target, "step_ms": step,
+            **{f"rest_allowed_ms, {path}": step - parts[f"matmuls alone, {path}"]["ms"]
+               for path in PATHS}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from albertkit.fileio import atomic_write_json
+    from albertkit.perf.noise import LoadMonitor, assess_noise, wait_until_quiet
+    from albertkit.perf.runner import WorkerProcess
+    from albertkit.perf.settings import BenchmarkSettings
+
+    args = parse(argv)
+    settings = {
+        name: BenchmarkSettings(size=args.size, seq_length=args.seq_length,
+                                micro_batch=args.micro_batch, precision=args.precision,
+                                steps=args.steps, rounds=args.rounds, pipeline=False, xla=xla)
+        for name, xla in (("albertkit-graph", False), ("albertkit-xla", True),
+                          ("hf-pytorch", "auto"))
+    }
+    cpus = os.cpu_count() or 1
+    limit = settings["hf-pytorch"].noisy_load_per_cpu
+    if args.quiet_wait > 0:
+        wait_until_quiet(0.5 * limit * cpus, args.quiet_wait)
+    monitor = LoadMonitor()
+    workers = {name: WorkerProcess("hf-pytorch" if name == "hf-pytorch" else "albertkit", s)
+               for name, s in settings.items()}
+    # ms per micro-batch: a step runs `accumulation` micro-batches, a floor pass one.
+    accumulation = settings["hf-pytorch"].accumulation
+    per_pass = {label: (accumulation if cmd == "steps" else 1) for label, _, cmd, _ in PARTS}
+    rounds: dict[str, list[float]] = {label: [] for label, *_ in PARTS}
+
+    def run(label: str, worker: str, cmd: str, kw: dict) -> list[float]:
+        n = {"n": args.steps} if cmd == "steps" else {"calls": args.calls, **kw}
+        return workers[worker].call(cmd, **n)["times"]
+
+    try:
+        for w in workers.values():  # one at a time: compilation is CPU-heavy
+            monitor.add_pid(w.proc.pid)
+            w.call("setup")
+        # Build the floors (PyTorch's buffers, TensorFlow's functions: XLA compiles here).
+        for _label, worker, cmd, kw in PARTS:
+            if cmd == "floor":
+                workers[worker].call(cmd, calls=1, **kw)
+        # Then one untimed round of every part: Hugging Face's first steps after the floor's
+        # buffers were made ran at a third of its speed (465 ms against 170 ms per step).
+        for part in PARTS:
+            run(*part)
+        print(f"{len(PARTS)} parts x {args.rounds} rounds ({args.size} {args.seq_length} x "
+              f"{args.micro_batch}, {args.precision})", flush=True)
+        monitor.start()
+        try:
+            for r in range(args.rounds):
+                for part in PARTS if r % 2 == 0 else PARTS[::-1]:
+                    rounds[part[0]].append(statistics.median(run(*part)))
+        finally:
+            monitor.stop()
+    finally:
+        for w in workers.values():
+            w.close()
+
+    parts = summarise(rounds, per_pass)
+    noisy, reasons = assess_noise(
+        monitor.before, monitor.during, cpus,
+        {label: [args.micro_batch * per_pass[label] / m for m in medians]
+         for label, medians in rounds.items()},
+        load_per_cpu=limit,
+    )
+    print("\n| part | ms per micro-batch | rounds (ms) |\n|---|---:|---|")
+    for label, *_ in PARTS:
+        p = parts[label]
+        print(f"| {label} | {p['ms']:.1f} | {', '.join(f'{x:.1f}' for x in p['round_ms'])} |")
+    rests = rest(parts)
+    print("\nthe rest (step minus its matmuls alone): "
+          + ", ".join(f"{path} {ms:.1f} ms" for path, ms in rests.items()))
+    print(f"load average {monitor.before:.2f} -> {monitor.after:.2f}; "
+          f"{'NOISY: ' + '; '.join(reasons) if noisy else 'quiet'}")
+    result = {"settings": settings["hf-pytorch"].model_dump(mode="json"), "parts": parts,
+              "rest_ms": rests, "load_before": monitor.before, "load_after": monitor.after,
+              "load_during": monitor.during, "noisy": noisy, "noisy_reasons": reasons}
+    if args.target is not None:
+        b = result["budget"] = budget(parts, args.target)
+        print(f"{args.target:g}x Hugging Face's speed needs albertkit's step at "
+              f"{b['step_ms']:.1f} ms, which leaves the rest "
+              + ", ".join(f"{b[f'rest_allowed_ms, {path}']:.1f} ms ({path})" for path in PATHS))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(args.json, result)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
