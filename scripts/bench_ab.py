@@ -56,11 +56,9 @@ def parse_variant(text: str, option: str) -> dict[str, str]:
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size", default="tiny")
-    p.add_argument("--seq-length", type=int, default=128)
-    p.add_argument("--micro-batch", type=int, default=32)
+    from albertkit.perf.settings import script_parser
+
+    p = script_parser(__doc__)
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="model field override, e.g. --set num_hidden_layers=2")
     p.add_argument("--a", default="", help="variant A's settings, e.g. remat=selective")

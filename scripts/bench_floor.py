@@ -47,11 +47,9 @@ PATHS = ("TF graph executor", "TF XLA")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size", default="tiny")
-    p.add_argument("--seq-length", type=int, default=128)
-    p.add_argument("--micro-batch", type=int, default=32)
+    from albertkit.perf.settings import script_parser
+
+    p = script_parser(__doc__)
     p.add_argument("--precision", default="float32",
                    choices=("float32", "mixed_bfloat16", "mixed_float16"))
     p.add_argument("--steps", type=int, default=10, help="timed steps per round")

@@ -30,11 +30,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size", default="tiny")
-    p.add_argument("--seq-length", type=int, default=128)
-    p.add_argument("--micro-batch", type=int, default=32)
+    from albertkit.perf.settings import script_parser
+
+    p = script_parser(__doc__)
     p.add_argument("--accumulation", type=int, default=1)
     p.add_argument("--precision", default="float32",
                    choices=["float32", "mixed_float16", "mixed_bfloat16"])

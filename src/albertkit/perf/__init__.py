@@ -15,7 +15,9 @@
 * :mod:`albertkit.perf.table` -- :func:`format_table`, the printed Markdown table;
 * :mod:`albertkit.perf.memory` -- FLOPs and the batch planner (pure functions; the memory
   estimate it plans with is :mod:`albertkit.models.footprint`);
-* :mod:`albertkit.perf.cost` -- the data-parallel communication-cost model.
+* :mod:`albertkit.perf.cost` -- the data-parallel communication-cost model;
+* :mod:`albertkit.perf.floor` -- the step's matmuls as shapes, timed alone by
+  ``scripts/bench_floor.py`` (how much of a step the rest of it takes).
 
 Nothing here imports TensorFlow at import time: workers import it in their own processes.
 """

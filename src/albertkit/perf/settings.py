@@ -6,6 +6,7 @@ worker needs to rebuild the same step is a field here.
 
 from __future__ import annotations
 
+import argparse
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -124,3 +125,15 @@ class BenchmarkSettings(BaseModel):
     def sequences_per_step(self) -> int:
         """Sequences one process consumes per optimizer step."""
         return self.micro_batch * self.accumulation
+
+
+def script_parser(doc: str) -> argparse.ArgumentParser:
+    """The argument parser a benchmark script starts from: its description is the first
+    paragraph of ``doc`` (the rest stays as written), and it takes the step's shape,
+    ``--size`` (tiny), ``--seq-length`` (128) and ``--micro-batch`` (32)."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", default="tiny")
+    p.add_argument("--seq-length", type=int, default=128)
+    p.add_argument("--micro-batch", type=int, default=32)
+    return p
