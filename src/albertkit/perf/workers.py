@@ -1,8 +1,8 @@
 """The two benchmark workers: albertkit's training step and Hugging Face's, one per process.
 
 Each worker answers the same commands (``setup``, ``steps``, ``pipeline``, ``breakdown``,
-``floor``) with JSON-serialisable dicts; :mod:`albertkit.perf.runner` drives them. Both train on the
-same random pretraining batch (:func:`random_batch`), with dropout off.
+``floor``) with JSON-serialisable dicts; :mod:`albertkit.perf.runner` drives them. Both
+train on the same random pretraining batch (:func:`random_batch`), with dropout off.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from albertkit.perf.settings import BenchmarkSettings
 
 if TYPE_CHECKING:
     from albertkit.config import TrainerConfig
+    from albertkit.perf.floor import Matmul
 
 
 def random_batch(settings: BenchmarkSettings, rng) -> dict[str, Any]:
@@ -342,7 +343,7 @@ class HFWorker:
         return {}
 
 
-def floor_matmuls(settings: BenchmarkSettings) -> list:
+def floor_matmuls(settings: BenchmarkSettings) -> list[Matmul]:
     """The matmuls of one micro-batch of the benchmarked step (:mod:`albertkit.perf.floor`)."""
     from albertkit.perf.floor import step_matmuls
 
