@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Fresh machine -> all tests. Creates .venv (if missing), installs albertkit with its test
-# extra, builds Horovod (needed by the distributed tests), lints, then runs the whole suite.
-# CI (.ci/run) runs exactly this script. Skipped tests fail the run (ALBERTKIT_FORBID_SKIPS).
-# Arguments go to pytest (e.g. a test file, or -x).
+# Fresh machine -> tests. Creates .venv (if missing), installs albertkit with its test
+# extra, builds Horovod (needed by the distributed tests), lints, then runs the test suite:
+# the tests not marked `slow` by default; TESTS=slow runs only those marked `slow`
+# (multi-process, kill -9, the example scripts, end-to-end learning), TESTS=all both.
+# CI (.ci/run) runs this script, then again with TESTS=slow. Skipped tests fail the run
+# (ALBERTKIT_FORBID_SKIPS). Arguments go to pytest (e.g. a test file, or -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
@@ -22,14 +24,16 @@ export ALBERTKIT_FORBID_SKIPS=1 TF_CPP_MIN_LOG_LEVEL=2
 # two thirds of the time). Tests marked `serial` measure wall time or load every CPU on
 # purpose; they run alone afterwards. Exit status: the first failing pass's; a pass that
 # selects nothing (exit 5) counts only when both do.
-# FAST=1 leaves out the tests marked `slow` (multi-process, kill -9, the example scripts,
-# end-to-end learning): the quick check while developing. CI runs everything.
-fast=""
-[ "${FAST:-0}" = 1 ] && fast=" and not slow"
+case "${TESTS:-fast}" in
+  fast) which=" and not slow" ;;
+  slow) which=" and slow" ;;
+  all) which="" ;;
+  *) echo "TESTS=${TESTS}: expected fast (the default), slow or all" >&2; exit 2 ;;
+esac
 main=0
-python -m pytest -q --durations=30 -n "${TEST_WORKERS:-2}" -m "not serial$fast" "$@" || main=$?
+python -m pytest -q --durations=30 -n "${TEST_WORKERS:-2}" -m "not serial$which" "$@" || main=$?
 alone=0
-python -m pytest -q --durations=5 -m "serial$fast" "$@" || alone=$?
+python -m pytest -q --durations=5 -m "serial$which" "$@" || alone=$?
 if [ "$main" = 5 ] && [ "$alone" = 5 ]; then exit 5; fi
 [ "$main" = 5 ] && main=0
 [ "$alone" = 5 ] && alone=0
