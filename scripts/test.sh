@@ -7,6 +7,13 @@
 # (ALBERTKIT_FORBID_SKIPS). Arguments go to pytest (e.g. a test file, or -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Which tests (checked before anything is installed).
+case "${TESTS:-fast}" in
+  fast) which=" and not slow" ;;
+  slow) which=" and slow" ;;
+  all) which="" ;;
+  *) echo "TESTS=${TESTS}: expected fast (the default), slow or all" >&2; exit 2 ;;
+esac
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 VENV=${VENV:-.venv}
@@ -24,12 +31,6 @@ export ALBERTKIT_FORBID_SKIPS=1 TF_CPP_MIN_LOG_LEVEL=2
 # two thirds of the time). Tests marked `serial` measure wall time or load every CPU on
 # purpose; they run alone afterwards. Exit status: the first failing pass's; a pass that
 # selects nothing (exit 5) counts only when both do.
-case "${TESTS:-fast}" in
-  fast) which=" and not slow" ;;
-  slow) which=" and slow" ;;
-  all) which="" ;;
-  *) echo "TESTS=${TESTS}: expected fast (the default), slow or all" >&2; exit 2 ;;
-esac
 main=0
 python -m pytest -q --durations=30 -n "${TEST_WORKERS:-2}" -m "not serial$which" "$@" || main=$?
 alone=0
