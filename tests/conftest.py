@@ -78,6 +78,27 @@ def make_tiny_config(run_dir=None, **kwargs):
 
 
 @pytest.fixture
+def jit_compile_calls(monkeypatch):
+    """The ``jit_compile`` argument of every ``tf.function`` made while the test runs (None
+    when not given), in order; start it after the setup whose functions do not matter."""
+
+    def record():
+        import tensorflow as tf
+
+        seen: list = []
+        real = tf.function
+
+        def spy(*args, **kwargs):
+            seen.append(kwargs.get("jit_compile"))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(tf, "function", spy)
+        return seen
+
+    return record
+
+
+@pytest.fixture
 def tiny_config():
     """Factory: ``tiny_config(run_dir=None, model=..., data=..., runtime=..., **sections)``."""
     return make_tiny_config

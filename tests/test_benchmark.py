@@ -641,27 +641,6 @@ def test_selective_planner_drops_the_recomputed_tensors():
         estimate_memory(spec, 512, 4, remat="some")
 
 
-@pytest.fixture
-def jit_compile_calls(monkeypatch):
-    """The ``jit_compile`` argument of every ``tf.function`` made while the test runs (None
-    when not given), in order; start it after the setup whose functions do not matter."""
-
-    def record():
-        import tensorflow as tf
-
-        seen: list = []
-        real = tf.function
-
-        def spy(*args, **kwargs):
-            seen.append(kwargs.get("jit_compile"))
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(tf, "function", spy)
-        return seen
-
-    return record
-
-
 def test_breakdown_follows_the_resolved_xla_plan(jit_compile_calls):
     """--breakdown compiles its pieces as the step's compute is compiled: with xla auto on
     CPU + mixed_bfloat16 none of them is XLA-compiled."""

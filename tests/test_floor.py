@@ -78,19 +78,10 @@ def test_tensorflow_floor_computes_every_product(jit):
         np.testing.assert_allclose(got.numpy(), _numpy_product(a, b, m), rtol=1e-4, atol=1e-4)
 
 
-def test_albertkit_worker_times_the_floor_on_the_path_asked_for(monkeypatch):
-    import tensorflow as tf
-
+def test_albertkit_worker_times_the_floor_on_the_path_asked_for(jit_compile_calls):
     from albertkit.perf.workers import AlbertkitWorker
 
-    seen = []
-    real = tf.function
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("jit_compile"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(tf, "function", spy)
+    seen = jit_compile_calls()
     worker = AlbertkitWorker(BenchmarkSettings(**SMALL))
     for jit in (True, False, True):
         reply = worker.floor(calls=3, jit=jit)

@@ -17,7 +17,7 @@ Example:
     >>> mms = step_matmuls(AlbertSpec(**SIZES["tiny"]), seq_length=128, micro_batch=32,
     ...                    max_predictions=20)
     >>> round(sum(m.flops for m in mms) / 1e9, 2)
-    12.24
+    12.25
 """
 
 from __future__ import annotations
