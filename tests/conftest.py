@@ -1,51 +1,10 @@
-"""Shared test settings and fixtures (a tiny model and run config). With
-ALBERTKIT_FORBID_SKIPS=1 (CI) any skipped test fails the run."""
+"""The library tests' fixtures: a tiny model and run config. The settings and fixtures every
+test shares (the CI rule against skips, ``jit_compile_calls``) are in the repository's
+top-level ``conftest.py``."""
 
 from __future__ import annotations
 
-import importlib.util
-import logging
-import os
-from pathlib import Path
-from types import ModuleType
-
 import pytest
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-_skipped: list[str] = []
-
-
-def pytest_runtest_logreport(report):
-    if report.skipped:
-        _skipped.append(report.nodeid)
-
-
-def pytest_sessionfinish(session, exitstatus):
-    if os.environ.get("ALBERTKIT_FORBID_SKIPS") == "1" and _skipped:
-        print(f"\nERROR: {len(_skipped)} test(s) were skipped; CI forbids skips:")
-        for nodeid in _skipped:
-            print(f"  {nodeid}")
-        session.exitstatus = 1
-
-
-@pytest.fixture(autouse=True)
-def fresh_albertkit_logging():
-    """The CLI's ``main`` (called in-process by many tests) binds the albertkit log handler
-    to the sys.stderr of its first call, which pytest closes after that test, and stops
-    propagation, which hides later records from caplog. Every test starts with no handler
-    and gets the logger back as it was."""
-    log = logging.getLogger("albertkit")
-    saved = (list(log.handlers), log.level, log.propagate)
-    log.handlers.clear()
-    log.propagate = True
-    yield
-    log.handlers[:] = saved[0]
-    log.setLevel(saved[1])
-    log.propagate = saved[2]
-
 
 # --------------------------------------------------------------------------- tiny runs
 # A model small enough that a step takes milliseconds on a CPU, and the config of a short
@@ -78,27 +37,6 @@ def make_tiny_config(run_dir=None, **kwargs):
 
 
 @pytest.fixture
-def jit_compile_calls(monkeypatch):
-    """The ``jit_compile`` argument of every ``tf.function`` made while the test runs (None
-    when not given), in order; start it after the setup whose functions do not matter."""
-
-    def record():
-        import tensorflow as tf
-
-        seen: list = []
-        real = tf.function
-
-        def spy(*args, **kwargs):
-            seen.append(kwargs.get("jit_compile"))
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(tf, "function", spy)
-        return seen
-
-    return record
-
-
-@pytest.fixture
 def tiny_config():
     """Factory: ``tiny_config(run_dir=None, model=..., data=..., runtime=..., **sections)``."""
     return make_tiny_config
@@ -108,12 +46,3 @@ def tiny_config():
 def tiny_spec():
     """The tiny architecture (an ``AlbertSpec``)."""
     return make_tiny_config().model.spec
-
-
-def load_script(name: str) -> ModuleType:
-    """``scripts/<name>.py`` imported as a module (the scripts are not a package)."""
-    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

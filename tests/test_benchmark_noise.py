@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 
@@ -89,16 +89,19 @@ def test_load_rules_scale_with_the_cpu_count():
 def test_monitor_records_injected_readings():
     readings = iter([0.3, 1.7])  # load average before, then after
     seen_pids = []
+    sampled_twice = threading.Event()  # the start's sample and one of the sampler thread
 
     def runnable(pids):
         seen_pids.append(set(pids))
+        if len(seen_pids) >= 2:
+            sampled_twice.set()
         return 2.0
 
     monitor = LoadMonitor(interval=0.01, load_average=lambda: next(readings),
                           runnable=runnable)
     monitor.add_pid(12345)
     monitor.start()
-    time.sleep(0.05)
+    assert sampled_twice.wait(timeout=60), "the sampler thread never took a sample"
     monitor.stop()
     assert monitor.before == 0.3 and monitor.after == 1.7
     assert len(monitor.samples) >= 2 and monitor.during == 2.0
@@ -106,7 +109,13 @@ def test_monitor_records_injected_readings():
 
 
 def _spinners(n: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    """``n`` busy processes, returned once each one is spinning (it says so first)."""
+    code = "print('spinning', flush=True)\nwhile True: pass"
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+             for _ in range(n)]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline() == "spinning\n"
+    return procs
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
@@ -114,13 +123,14 @@ def _stop(procs: list[subprocess.Popen]) -> None:
         p.kill()
     for p in procs:
         p.wait()
+        if p.stdout is not None:
+            p.stdout.close()
 
 
 def test_runnable_others_counts_a_busy_process_and_not_our_own():
     assert sys.platform.startswith("linux"), "/proc/loadavg is Linux's"
     (spinner,) = _spinners(1)
     try:
-        time.sleep(0.3)  # let it start spinning
         seen = [runnable_others({os.getpid()}) for _ in range(20)]
         assert all(v is not None for v in seen)
         assert max(seen) >= 1.0  # the spinner is always runnable
@@ -135,7 +145,6 @@ def test_loaded_run_is_marked_noisy(tmp_path):
     cpus = os.cpu_count() or 1
     busy = _spinners(cpus)
     try:
-        time.sleep(0.5)
         settings = BenchmarkSettings(**TINY, xla="auto", precision="mixed_bfloat16")
         result = measure(settings, progress=False)
     finally:

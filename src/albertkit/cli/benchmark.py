@@ -136,25 +136,11 @@ def add_benchmark_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def model_overrides(items: list[str]) -> dict[str, Any]:
-    """``--set field=value`` items -> model field overrides (values read as YAML scalars)."""
-    import yaml
-
-    from albertkit.perf import BenchmarkError
-
-    model: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise BenchmarkError(f"--set {item!r} must look like field=value")
-        model[key.strip()] = yaml.safe_load(value)
-    return model
-
-
 def run_benchmark(args: argparse.Namespace) -> int:
     """The ``albertkit benchmark`` command."""
     from albertkit.fileio import atomic_write_text
     from albertkit.perf import BenchmarkSettings, format_table, measure
+    from albertkit.perf.settings import model_overrides
 
     model = model_overrides(args.model)
     settings = BenchmarkSettings(

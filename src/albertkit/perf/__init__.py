@@ -8,16 +8,16 @@
 * :mod:`albertkit.perf.workers` -- albertkit's step (built as the trainer builds it) and
   Hugging Face PyTorch's; :mod:`~albertkit.perf.meter` (peak memory, timing),
   :mod:`~albertkit.perf.pipeline` (input pipeline), :mod:`~albertkit.perf.breakdown`
-  (the step's pieces), :mod:`~albertkit.perf.ops` (a profiler trace of the step summed by
-  kind of operation: ``scripts/op_profile.py``);
+  (the step's pieces);
 * :mod:`albertkit.perf.noise` -- load before/during/after and round spread: whether a
   result is marked noisy;
 * :mod:`albertkit.perf.table` -- :func:`format_table`, the printed Markdown table;
 * :mod:`albertkit.perf.memory` -- FLOPs and the batch planner (pure functions; the memory
   estimate it plans with is :mod:`albertkit.models.footprint`);
-* :mod:`albertkit.perf.cost` -- the data-parallel communication-cost model;
-* :mod:`albertkit.perf.floor` -- the step's matmuls as shapes, timed alone by
-  ``scripts/bench_floor.py`` (how much of a step the rest of it takes).
+* :mod:`albertkit.perf.cost` -- the data-parallel communication-cost model.
+
+The measurement scripts and what only they use (targets, op profiles, the matmul floor)
+live in ``benchmarks/`` at the top of the repository, outside the package.
 
 Nothing here imports TensorFlow at import time: workers import it in their own processes.
 """

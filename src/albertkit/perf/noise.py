@@ -41,7 +41,6 @@ from __future__ import annotations
 import os
 import statistics
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -154,24 +153,6 @@ class LoadMonitor:
     def during(self) -> float | None:
         """Mean runnable threads of other processes over the samples (``None``: none)."""
         return statistics.fmean(self.samples) if self.samples else None
-
-
-def wait_until_quiet(limit: float, timeout: float,
-                     load_average: LoadAverage = load_average_1min) -> float:
-    """Wait until the 1-minute load average is at most ``limit``, or ``timeout`` seconds
-    have passed (saying so once on stdout); return the last reading. A benchmark started
-    right after another would otherwise see the previous one's load."""
-    start = time.monotonic()
-    load = load_average()
-    announced = False
-    while load > limit and time.monotonic() - start < timeout:
-        if not announced:
-            print(f"  waiting for load average <= {limit:.2f} (now {load:.2f}; "
-                  f"at most {timeout:.0f} s)", flush=True)
-            announced = True
-        time.sleep(5)
-        load = load_average()
-    return load
 
 
 def round_spread_pct(rates: list[float]) -> float:

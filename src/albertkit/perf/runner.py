@@ -76,16 +76,22 @@ def worker_env(tensor_stats: bool = False) -> dict[str, str]:
 
 
 # =========================================================================== worker side
-def worker_main(framework: str, settings_json: str) -> int:
-    """Serve commands from the parent: one JSON object per line in, one per line out."""
+def worker_main(framework: str, settings_json: str, workers: dict[str, type] | None = None
+                ) -> int:
+    """Serve commands from the parent: one JSON object per line in, one per line out.
+
+    ``workers`` maps each framework to its worker class (default: :class:`AlbertkitWorker`
+    and :class:`HFWorker`); a measurement script serves subclasses with commands of its own.
+    """
     from albertkit.perf.workers import AlbertkitWorker, HFWorker
 
+    workers = workers or {"albertkit": AlbertkitWorker, "hf-pytorch": HFWorker}
     settings = BenchmarkSettings.model_validate_json(settings_json)
     if settings.malloc_arenas:
         limit_malloc_arenas(settings.malloc_arenas)
     if framework == "albertkit":
         start_tensorflow(quiet=False)  # as the trainer's process starts it (stderr is kept)
-    worker = AlbertkitWorker(settings) if framework == "albertkit" else HFWorker(settings)
+    worker = workers[framework](settings)
     out = sys.stdout
     for line in sys.stdin:
         args = json.loads(line)
@@ -93,7 +99,7 @@ def worker_main(framework: str, settings_json: str) -> int:
         try:
             if cmd == "exit":
                 break
-            reply = getattr(worker, cmd)(**args)  # steps(n=...), floor(calls=..., jit=...)
+            reply = getattr(worker, cmd)(**args)  # setup(), steps(n=...), ...
             reply = {"ok": True, **reply}
         except Exception as e:  # noqa: BLE001 - reported to the parent, which raises
             reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
@@ -123,15 +129,20 @@ def rank_main(settings_json: str) -> int:
 
 # =========================================================================== parent side
 class WorkerProcess:
-    """The parent's handle on one worker process."""
+    """The parent's handle on one worker process.
 
-    def __init__(self, framework: str, settings: BenchmarkSettings) -> None:
+    ``command`` starts the worker, which gets ``FRAMEWORK SETTINGS_JSON`` as its last two
+    arguments and serves :func:`worker_main` (default: ``python -m albertkit.perf worker``).
+    """
+
+    def __init__(self, framework: str, settings: BenchmarkSettings,
+                 command: list[str] | None = None) -> None:
         self.framework = framework
         env = worker_env(settings.tensor_stats and framework == "albertkit")
         self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
+        command = command or [sys.executable, "-m", "albertkit.perf", "worker"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "albertkit.perf", "worker", framework,
-             settings.model_dump_json()],
+            [*command, framework, settings.model_dump_json()],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,

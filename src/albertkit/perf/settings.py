@@ -6,12 +6,12 @@ worker needs to rebuild the same step is a field here.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from albertkit.config.sizes import SIZES, AlbertSpec, SizeName
+from albertkit.errors import BenchmarkError
 from albertkit.models.footprint import default_predictions
 
 Framework = Literal["albertkit", "hf-pytorch"]
@@ -127,13 +127,15 @@ class BenchmarkSettings(BaseModel):
         return self.micro_batch * self.accumulation
 
 
-def script_parser(doc: str) -> argparse.ArgumentParser:
-    """The argument parser a benchmark script starts from: its description is the first
-    paragraph of ``doc`` (the rest stays as written), and it takes the step's shape,
-    ``--size`` (tiny), ``--seq-length`` (128) and ``--micro-batch`` (32)."""
-    p = argparse.ArgumentParser(description=doc.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size", default="tiny")
-    p.add_argument("--seq-length", type=int, default=128)
-    p.add_argument("--micro-batch", type=int, default=32)
-    return p
+def model_overrides(items: list[str]) -> dict[str, Any]:
+    """``--set field=value`` items (``albertkit benchmark``'s, a benchmark script's) -> model
+    field overrides (values read as YAML scalars)."""
+    import yaml
+
+    model: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise BenchmarkError(f"--set {item!r} must look like field=value")
+        model[key.strip()] = yaml.safe_load(value)
+    return model

@@ -1,7 +1,7 @@
 """The two benchmark workers: albertkit's training step and Hugging Face's, one per process.
 
-Each worker answers the same commands (``setup``, ``steps``, ``pipeline``, ``breakdown``,
-``floor``) with JSON-serialisable dicts; :mod:`albertkit.perf.runner` drives them. Both
+Each worker answers the same commands (``setup``, ``steps``, ``pipeline``, ``breakdown``)
+with JSON-serialisable dicts; :mod:`albertkit.perf.runner` drives them. Both
 train on the same random pretraining batch (:func:`random_batch`), with dropout off.
 """
 
@@ -16,7 +16,6 @@ from albertkit.perf.settings import BenchmarkSettings
 
 if TYPE_CHECKING:
     from albertkit.config import TrainerConfig
-    from albertkit.perf.floor import Matmul
 
 
 def random_batch(settings: BenchmarkSettings, rng) -> dict[str, Any]:
@@ -186,18 +185,6 @@ class AlbertkitWorker:
         t = min(timed(lambda: fn(a).numpy(), 3))
         return {"matmul_flops_per_s": 2.0 * n**3 / t, "matmul_n": n, "matmul_dtype": dtype_name}
 
-    def floor(self, calls: int, jit: bool) -> dict[str, Any]:
-        """Seconds per pass over the step's matmuls alone (:mod:`albertkit.perf.floor`), in
-        the step's compute dtype, with ``jit``: XLA, else the graph executor. No ``setup``
-        needed; the first call per ``jit`` builds (and compiles) the function."""
-        cache = self.__dict__.setdefault("_floor", {})
-        if jit not in cache:
-            cache[jit] = tf_floor_function(self.s, jit)
-            _wait_last(cache[jit]())
-        products = cache[jit]
-        return {"times": timed(lambda: _wait_last(products()), calls),
-                "flops": sum(m.flops for m in floor_matmuls(self.s))}
-
     def pipeline(self) -> dict[str, Any]:
         from albertkit.perf.pipeline import measure_pipeline
 
@@ -308,82 +295,5 @@ class HFWorker:
         t = min(timed(lambda: (a @ a).sum().item(), 3))
         return {"matmul_flops_per_s": 2.0 * n**3 / t, "matmul_n": n, "matmul_dtype": str(dtype)}
 
-    def floor(self, calls: int) -> dict[str, Any]:
-        """Seconds per pass over albertkit's step matmuls (the same shapes as
-        :meth:`AlbertkitWorker.floor`) in PyTorch, bfloat16 under mixed_bfloat16."""
-        import numpy as np
-        import torch
-
-        if self.s.hf_threads:
-            torch.set_num_threads(self.s.hf_threads)
-        mms = floor_matmuls(self.s)
-        if not hasattr(self, "_floor"):
-            dtype = torch.bfloat16 if self.s.precision == "mixed_bfloat16" else torch.float32
-            operands = floor_operands(self.s, np.random.default_rng(self.s.seed))
-            # (a, b, out): the products go to buffers made once, as TensorFlow's pool
-            # allocator reuses its blocks; fresh tensors would time the page faults of
-            # PyTorch's large allocations too.
-            self._floor = [
-                (torch.from_numpy(a).to(dtype), torch.from_numpy(b).to(dtype),
-                 torch.empty((m.batch, m.m, m.n) if m.batch > 1 else (m.m, m.n), dtype=dtype))
-                for (a, b), m in zip(operands, mms, strict=True)
-            ]
-
-        def products():
-            with torch.no_grad():
-                for (a, b, out), m in zip(self._floor, mms, strict=True):
-                    torch.matmul(a.mT if m.transpose_a else a, b.mT if m.transpose_b else b,
-                                 out=out)
-            return float(self._floor[-1][2].flatten()[0])  # CPU ops are synchronous
-
-        products()
-        return {"times": timed(products, calls), "flops": sum(m.flops for m in mms)}
-
     def pipeline(self) -> dict[str, Any]:
         return {}
-
-
-def floor_matmuls(settings: BenchmarkSettings) -> list[Matmul]:
-    """The matmuls of one micro-batch of the benchmarked step (:mod:`albertkit.perf.floor`)."""
-    from albertkit.perf.floor import step_matmuls
-
-    return step_matmuls(settings.spec, settings.seq_length, settings.micro_batch,
-                        settings.predictions)
-
-
-def floor_operands(settings: BenchmarkSettings, rng) -> list[tuple[Any, Any]]:
-    """Random float32 operands for :func:`floor_matmuls` (NumPy arrays)."""
-    import numpy as np
-
-    return [(rng.standard_normal(m.a_shape, dtype=np.float32),
-             rng.standard_normal(m.b_shape, dtype=np.float32))
-            for m in floor_matmuls(settings)]
-
-
-def tf_floor_function(settings: BenchmarkSettings, jit: bool):
-    """A ``tf.function`` (``jit_compile=jit``) returning every product of
-    :func:`floor_matmuls` on :func:`floor_operands`, in the step's compute dtype. Every
-    product is an output, so no compiler can drop or shrink one."""
-    import numpy as np
-    import tensorflow as tf
-
-    dtype = {"float32": tf.float32, "mixed_bfloat16": tf.bfloat16}.get(settings.precision,
-                                                                        tf.float16)
-    mms = floor_matmuls(settings)
-    operands = [(tf.cast(a, dtype), tf.cast(b, dtype))
-                for a, b in floor_operands(settings, np.random.default_rng(settings.seed))]
-
-    @tf.function(jit_compile=jit)
-    def products():
-        return [tf.linalg.matmul(a, b, transpose_a=m.transpose_a, transpose_b=m.transpose_b)
-                for (a, b), m in zip(operands, mms, strict=True)]
-
-    return products
-
-
-def _wait_last(tensors: list[Any]) -> None:
-    """Block until a function's outputs are computed: a function call returns its outputs
-    together, and on a GPU one stream runs its kernels in order, so reading one element of
-    the last output is enough (one small copy instead of one per output)."""
-    t = tensors[-1]
-    t[(0,) * len(t.shape)].numpy()

@@ -13,7 +13,7 @@ finding the data position. ``--v01-steps`` also times a checkpoint without a dat
 
 Usage::
 
-    python scripts/bench_resume.py --work /tmp/albertkit-resume [--mb 4] [--repeats 1]
+    python benchmarks/bench_resume.py --work /tmp/albertkit-resume [--mb 4] [--repeats 1]
 
 Prints one JSON line per measurement, the load average, and a table. Each measurement is a
 fresh process (a TensorFlow import and a model build): on a loaded 2-core machine run it when

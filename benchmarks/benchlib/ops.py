@@ -1,4 +1,4 @@
-"""Where a training step's time goes, operation by operation (``scripts/op_profile.py``).
+"""Where a training step's time goes, operation by operation (``benchmarks/op_profile.py``).
 
 :func:`profile_steps` runs a few steps under TensorFlow's profiler and sums the duration of
 every operation in the trace by its kind (:data:`KINDS`). Two runtimes record operations:
@@ -13,7 +13,7 @@ Each operation counts its own time: what an operation nested inside it takes is 
 for the nested one (runtime events such as ``ParallelFor`` stay inside their operation). The
 figures are sums over threads per step: two operations running at once on two threads both
 count, and a matmul that splits its work over the thread pool counts once (its event is on
-the thread that started it). Tracing can slow a step (``scripts/op_profile.py`` prints the
+the thread that started it). Tracing can slow a step (``benchmarks/op_profile.py`` prints the
 step time with and without it), so the shares, not the absolute milliseconds, are what the
 profile is for.
 """

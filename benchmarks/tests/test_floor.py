@@ -1,5 +1,5 @@
-"""The step's matmuls alone (albertkit.perf.floor), their timing in both benchmark workers,
-and scripts/bench_floor.py."""
+"""The step's matmuls alone (benchlib.floor), their timing in both benchmark workers,
+and benchmarks/bench_floor.py."""
 
 from __future__ import annotations
 
@@ -13,12 +13,11 @@ import pytest
 
 from albertkit.config.sizes import SIZES, AlbertSpec
 from albertkit.models.footprint import training_flops
-from albertkit.perf.floor import step_matmuls, with_backward
-from albertkit.perf.noise import wait_until_quiet
 from albertkit.perf.settings import BenchmarkSettings
-from conftest import load_script
+from benchlib.floor import step_matmuls, with_backward
+from benchlib.quiet import wait_until_quiet
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_floor.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "bench_floor.py"
 SMALL = dict(size="tiny", model={"vocab_size": 300}, seq_length=16, micro_batch=2,
              max_predictions=3)
 
@@ -67,7 +66,7 @@ def test_shapes_are_checked():
 def test_tensorflow_floor_computes_every_product(jit):
     """The timed function returns each product of the step's shapes, equal to NumPy's
     (float32), on the compile path asked for."""
-    from albertkit.perf.workers import floor_matmuls, floor_operands, tf_floor_function
+    from benchlib.floor import floor_matmuls, floor_operands, tf_floor_function
 
     settings = BenchmarkSettings(**SMALL)
     mms = floor_matmuls(settings)
@@ -79,10 +78,10 @@ def test_tensorflow_floor_computes_every_product(jit):
 
 
 def test_albertkit_worker_times_the_floor_on_the_path_asked_for(jit_compile_calls):
-    from albertkit.perf.workers import AlbertkitWorker
+    from benchlib.floor import FloorAlbertkitWorker
 
     seen = jit_compile_calls()
-    worker = AlbertkitWorker(BenchmarkSettings(**SMALL))
+    worker = FloorAlbertkitWorker(BenchmarkSettings(**SMALL))
     for jit in (True, False, True):
         reply = worker.floor(calls=3, jit=jit)
         assert len(reply["times"]) == 3 and all(t > 0 for t in reply["times"])
@@ -95,10 +94,10 @@ def test_albertkit_worker_times_the_floor_on_the_path_asked_for(jit_compile_call
 def test_pytorch_floor_computes_every_product():
     """The Hugging Face worker's pass writes each product of the same shapes (to buffers
     made once), equal to NumPy's."""
-    from albertkit.perf.workers import HFWorker, floor_matmuls, floor_operands
+    from benchlib.floor import FloorHFWorker, floor_matmuls, floor_operands
 
     settings = BenchmarkSettings(**SMALL)
-    worker = HFWorker(settings)
+    worker = FloorHFWorker(settings)
     reply = worker.floor(calls=2)
     assert len(reply["times"]) == 2 and all(t > 0 for t in reply["times"])
     mms = floor_matmuls(settings)
@@ -108,19 +107,39 @@ def test_pytorch_floor_computes_every_product():
     assert reply["flops"] == sum(m.flops for m in mms)
 
 
-def test_waiting_for_a_quiet_machine_reads_until_the_load_falls(monkeypatch, capsys):
-    import albertkit.perf.noise as noise
+class FakeClock:
+    """A clock that moves only when slept on."""
 
-    slept = []
-    monkeypatch.setattr(noise.time, "sleep", slept.append)
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_waiting_for_a_quiet_machine_reads_until_the_load_falls(capsys):
+    clock = FakeClock()
     readings = iter([1.5, 0.9, 0.2, 0.1])
-    assert wait_until_quiet(0.25, 60, load_average=lambda: next(readings)) == 0.2
-    assert slept == [5, 5]
+    assert wait_until_quiet(0.25, 60, load_average=lambda: next(readings), clock=clock,
+                            sleep=clock.sleep) == 0.2
+    assert clock.slept == [5, 5]
     assert capsys.readouterr().out.count("waiting for load average <= 0.25 (now 1.50") == 1
-    assert wait_until_quiet(0.25, 0, load_average=lambda: 3.0) == 3.0  # no time: no wait
+    clock = FakeClock()
+    assert wait_until_quiet(0.25, 0, load_average=lambda: 3.0, clock=clock,
+                            sleep=clock.sleep) == 3.0  # no time: no wait
+    assert clock.slept == []
+    clock = FakeClock()  # a machine that stays busy: given up after the timeout
+    assert wait_until_quiet(0.25, 12, load_average=lambda: 3.0, clock=clock,
+                            sleep=clock.sleep) == 3.0
+    assert clock.slept == [5, 5, 5]
 
 
-def test_budget_and_rest_arithmetic():
+def test_budget_and_rest_arithmetic(load_script):
     floor = load_script("bench_floor")
     rounds = {label: [0.1] for label, *_ in floor.PARTS}
     rounds["Hugging Face step"] = [0.4, 0.2, 0.3]
@@ -146,7 +165,7 @@ def test_script_rejects_bad_counts():
 
 @pytest.mark.slow
 @pytest.mark.torch
-def test_script_times_every_part_and_writes_the_budget(tmp_path):
+def test_script_times_every_part_and_writes_the_budget(tmp_path, load_script):
     out = tmp_path / "floor.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--seq-length", "16", "--micro-batch", "2", "--steps",

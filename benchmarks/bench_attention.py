@@ -13,8 +13,8 @@ reference). Then the two alternate call by call (order swapped every round), so 
 of the machine's speed hits both: the script prints each side's median time and the median
 of the per-round ratios with its quartiles.
 
-    python scripts/bench_attention.py                          # base at seq 512, batch 4, bf16
-    python scripts/bench_attention.py --seq-length 128 --batch 8 --rounds 60
+    python benchmarks/bench_attention.py                          # base at seq 512, batch 4, bf16
+    python benchmarks/bench_attention.py --seq-length 128 --batch 8 --rounds 60
 """
 
 from __future__ import annotations

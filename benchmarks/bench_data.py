@@ -9,7 +9,7 @@ trains a tokenizer, then measures:
 
 Usage::
 
-    python scripts/bench_data.py --work /tmp/albertkit-bench [--mb 10] [--dupe-factor 5]
+    python benchmarks/bench_data.py --work /tmp/albertkit-bench [--mb 10] [--dupe-factor 5]
 
 Prints one JSON line per measurement.
 """

@@ -2,7 +2,7 @@
 
 Times, in alternating rounds, albertkit's training step and Hugging Face PyTorch's (the
 benchmark's two worker processes, ``albertkit benchmark``'s synthetic batch) and, in the
-same processes, the step's matrix products alone (``albertkit.perf.floor``: every forward
+same processes, the step's matrix products alone (``benchlib.floor``: every forward
 and backward matmul of albertkit's step, at its shapes and compute dtype) in TensorFlow's
 graph executor, in XLA, and in PyTorch. A step minus its matmuls is "the rest": bias adds,
 softmax, GELU, LayerNorm, transposes, the optimizer update and the executor's own cost.
@@ -14,11 +14,11 @@ the rest.
 
 Noisy as the benchmark is (``albertkit.perf.noise``): load before, other processes'
 runnable threads during the rounds, or rounds disagreeing by more than 10 %. Like
-``scripts/bench_targets.py`` it first waits (up to ``--quiet-wait`` seconds) for the load
+``benchmarks/bench_targets.py`` it first waits (up to ``--quiet-wait`` seconds) for the load
 average to fall to half the noisy limit.
 
-    python scripts/bench_floor.py --size tiny --seq-length 128 --micro-batch 32 --target 2.5
-    python scripts/bench_floor.py --size base --micro-batch 8 --steps 2 --calls 2 --rounds 3 \\
+    python benchmarks/bench_floor.py --size tiny --seq-length 128 --micro-batch 32 --target 2.5
+    python benchmarks/bench_floor.py --size base --micro-batch 8 --steps 2 --calls 2 --rounds 3 \\
         --json runs/floor-base.json
 """
 
@@ -29,6 +29,9 @@ import os
 import statistics
 import sys
 from pathlib import Path
+
+# benchlib sits beside this script: importable from any working directory.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # TensorFlow's C++ INFO lines stay hidden unless the environment asks for them.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -47,7 +50,7 @@ PATHS = ("TF graph executor", "TF XLA")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    from albertkit.perf.settings import script_parser
+    from benchlib.args import script_parser
 
     p = script_parser(__doc__)
     p.add_argument("--precision", default="float32",
@@ -95,9 +98,10 @@ def budget(parts: dict[str, dict], target: float) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     from albertkit.fileio import atomic_write_json
-    from albertkit.perf.noise import LoadMonitor, assess_noise, wait_until_quiet
+    from albertkit.perf.noise import LoadMonitor, assess_noise
     from albertkit.perf.runner import WorkerProcess
     from albertkit.perf.settings import BenchmarkSettings
+    from benchlib.quiet import wait_until_quiet
 
     args = parse(argv)
     settings = {
@@ -112,7 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.quiet_wait > 0:
         wait_until_quiet(0.5 * limit * cpus, args.quiet_wait)
     monitor = LoadMonitor()
-    workers = {name: WorkerProcess("hf-pytorch" if name == "hf-pytorch" else "albertkit", s)
+    # The benchmark's worker processes, served by this script (``worker``: benchlib.floor's
+    # workers, which add the ``floor`` command).
+    command = [sys.executable, str(Path(__file__).resolve()), "worker"]
+    workers = {name: WorkerProcess("hf-pytorch" if name == "hf-pytorch" else "albertkit", s,
+                                   command)
                for name, s in settings.items()}
     # ms per micro-batch: a step runs `accumulation` micro-batches, a floor pass one.
     accumulation = settings["hf-pytorch"].accumulation
@@ -179,5 +187,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def worker(framework: str, settings_json: str) -> int:
+    """One worker process of :func:`main` (``bench_floor.py worker FRAMEWORK SETTINGS``)."""
+    from albertkit.perf.runner import worker_main
+    from benchlib.floor import WORKERS
+
+    return worker_main(framework, settings_json, WORKERS)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "worker":
+        sys.exit(worker(sys.argv[2], sys.argv[3]))
     sys.exit(main())

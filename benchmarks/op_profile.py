@@ -6,13 +6,13 @@ batch, same model, optimizer, precision and ``runtime.xla`` plan), timed unprofi
 ``--steps`` steps, then run ``--steps`` more under TensorFlow's profiler, which sees XLA's
 operations (its CPU runtime's thunks) as well as the graph executor's. The table gives
 each kind's milliseconds per step summed over threads and its share of all operation time,
-and the operations that take the most (``albertkit.perf.ops`` says how events are read and
+and the operations that take the most (``benchlib.ops`` says how events are read and
 counted).
 
-    python scripts/op_profile.py --size tiny --seq-length 128 --micro-batch 32
-    python scripts/op_profile.py --size base --seq-length 128 --micro-batch 8 --steps 2 \\
+    python benchmarks/op_profile.py --size tiny --seq-length 128 --micro-batch 32
+    python benchmarks/op_profile.py --size base --seq-length 128 --micro-batch 8 --steps 2 \\
         --json runs/op_profile/base128.json
-    python scripts/op_profile.py --size base --precision mixed_bfloat16   # xla auto: off on CPU
+    python benchmarks/op_profile.py --size base --precision mixed_bfloat16   # xla auto: off on CPU
 """
 
 from __future__ import annotations
@@ -24,13 +24,16 @@ import sys
 import time
 from pathlib import Path
 
+# benchlib sits beside this script: importable from any working directory.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 # TensorFlow's C++ INFO lines (XLA service, profiler session) stay hidden unless the
 # environment asks for them (TF_CPP_MIN_LOG_LEVEL=0).
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    from albertkit.perf.settings import script_parser
+    from benchlib.args import script_parser
 
     p = script_parser(__doc__)
     p.add_argument("--accumulation", type=int, default=1)
@@ -49,10 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     from albertkit.fileio import atomic_write_json
     from albertkit.perf.meter import timed
-    from albertkit.perf.ops import profile_steps
     from albertkit.perf.settings import BenchmarkSettings
     from albertkit.perf.workers import AlbertkitWorker
     from albertkit.tfstart import start_tensorflow
+    from benchlib.ops import profile_steps
 
     start_tensorflow(quiet=True)
     settings = BenchmarkSettings(

@@ -1,4 +1,4 @@
-"""albertkit.perf.targets and scripts/bench_targets.py: the targets' ratios and verdicts."""
+"""benchlib.targets and benchmarks/bench_targets.py: the targets' ratios and verdicts."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 
 from albertkit.hardware import cpu_bfloat16_flags
 from albertkit.perf.result import BenchmarkResult, FrameworkResult, Machine, RatiosVsHF
-from albertkit.perf.targets import ROWS, TARGETS, evaluate, format_checks, format_rows
+from benchlib.targets import ROWS, TARGETS, evaluate, format_checks, format_rows
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "bench_targets.py"
+SCRIPT = ROOT / "bench_targets.py"
 
 
 def _result(ak_seq_s: float, speed: float | None = 1.0, memory: float = 1.0,
@@ -128,7 +128,7 @@ def test_format_checks_lists_every_target_and_the_reasons():
 
 def test_a_row_names_what_a_result_of_another_run_differs_in():
     from albertkit.perf.settings import BenchmarkSettings
-    from albertkit.perf.targets import ROW_BY_KEY
+    from benchlib.targets import ROW_BY_KEY
 
     tiny = BenchmarkSettings(size="tiny", seq_length=128, micro_batch=32)
     result = BenchmarkResult.model_construct(settings=tiny)

@@ -1,14 +1,12 @@
-"""scripts/bench_precision.py: the verdict on bf16 vs fp32 held-out accuracy, and its configs."""
+"""benchmarks/bench_precision.py: the verdict on bf16 vs fp32 held-out accuracy, and its configs."""
 
 from __future__ import annotations
 
 import pytest
 
-from conftest import load_script
-
 
 @pytest.fixture(scope="module")
-def bench():
+def bench(load_script):
     return load_script("bench_precision")
 
 

@@ -1,4 +1,4 @@
-"""albertkit.perf.ops and scripts/op_profile.py: the step's time by kind of operation."""
+"""benchlib.ops and benchmarks/op_profile.py: the step's time by kind of operation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from albertkit.perf.ops import op_kind, op_name, op_times, summarize
+from benchlib.ops import op_kind, op_name, op_times, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 MS = 10**9  # picoseconds per millisecond
@@ -105,7 +105,7 @@ def test_op_profile_script_finds_the_steps_matmuls(tmp_path, xla):
     executor's operations are both read, and the matmuls are found in them."""
     out = tmp_path / "profile.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "op_profile.py"), "--size", "tiny",
+        [sys.executable, str(ROOT / "op_profile.py"), "--size", "tiny",
          "--seq-length", "32", "--micro-batch", "4", "--steps", "2", "--xla", xla,
          "--json", str(out)],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,

@@ -14,8 +14,8 @@ average before the script started or other processes' runnable threads during th
 Variant settings: ``remat`` (none, selective, full), ``xla`` (auto, on, off), ``optimizer``
 (adamw, lamb). Precisions are compared with separate ``albertkit benchmark`` runs.
 
-    python scripts/bench_ab.py --size tiny --seq-length 128 --micro-batch 32 --b remat=none
-    python scripts/bench_ab.py --size base --micro-batch 8 --a xla=on --b xla=off \\
+    python benchmarks/bench_ab.py --size tiny --seq-length 128 --micro-batch 32 --b remat=none
+    python benchmarks/bench_ab.py --size base --micro-batch 8 --a xla=on --b xla=off \\
         --rounds 6 --steps 2 --json runs/ab/xla.json
 """
 
@@ -27,6 +27,9 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+# benchlib sits beside this script: importable from any working directory.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # TensorFlow's C++ INFO lines stay hidden unless the environment asks for them.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -56,7 +59,7 @@ def parse_variant(text: str, option: str) -> dict[str, str]:
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    from albertkit.perf.settings import script_parser
+    from benchlib.args import script_parser
 
     p = script_parser(__doc__)
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -82,11 +85,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    from albertkit.cli.benchmark import model_overrides
     from albertkit.fileio import atomic_write_json
     from albertkit.perf.meter import timed
     from albertkit.perf.noise import LoadMonitor
-    from albertkit.perf.settings import BenchmarkSettings
+    from albertkit.perf.settings import BenchmarkSettings, model_overrides
     from albertkit.perf.workers import AlbertkitWorker
     from albertkit.tfstart import start_tensorflow
 

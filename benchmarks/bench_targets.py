@@ -1,7 +1,7 @@
 """The speed and memory targets against Hugging Face PyTorch, measured in one command.
 
 Runs ``albertkit benchmark --compare hf-pytorch --no-pipeline`` at each shape the targets
-need (``albertkit.perf.targets.ROWS``: base 128 x 8 and 512 x 4 in float32 and
+need (``benchlib.targets.ROWS``: base 128 x 8 and 512 x 4 in float32 and
 mixed_bfloat16, tiny 128 x 32 in float32), one at a time, and prints every target's ratio
 with its verdict: met, not met, noisy (a run it uses was marked noisy: it counts neither
 way), emulated (bfloat16 speed on a CPU without bfloat16 instructions) or missing.
@@ -18,9 +18,9 @@ On a CPU without bfloat16 instructions the mixed_bfloat16 rows are left out unle
 ``--rows`` (Hugging Face's emulated bfloat16 step takes minutes at base); their memory
 targets then show as missing.
 
-    python scripts/bench_targets.py --out runs/targets
-    python scripts/bench_targets.py --out runs/targets --rows tiny128-float32 --steps 10
-    python scripts/bench_targets.py --from runs/targets          # the checks, no new runs
+    python benchmarks/bench_targets.py --out runs/targets
+    python benchmarks/bench_targets.py --out runs/targets --rows tiny128-float32 --steps 10
+    python benchmarks/bench_targets.py --from runs/targets          # the checks, no new runs
 """
 
 from __future__ import annotations
@@ -31,9 +31,12 @@ import sys
 import time
 from pathlib import Path
 
+# benchlib sits beside this script: importable from any working directory.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 
 def main(argv: list[str] | None = None) -> int:
-    from albertkit.perf.targets import ROW_BY_KEY, ROWS
+    from benchlib.targets import ROW_BY_KEY, ROWS
 
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -87,7 +90,7 @@ def read_rows(directory: Path) -> dict:
     """The results in ``directory`` (``<row>.json`` of known rows); SystemExit naming the
     file for one that is not a run of its row."""
     from albertkit.perf.result import BenchmarkResult
-    from albertkit.perf.targets import ROWS
+    from benchlib.targets import ROWS
 
     results = {}
     for row in ROWS:
@@ -103,10 +106,10 @@ def read_rows(directory: Path) -> dict:
 
 def measure_rows(directory: Path, keys: list[str], args) -> dict:
     from albertkit.fileio import atomic_write_text
-    from albertkit.perf.noise import wait_until_quiet
     from albertkit.perf.runner import measure
     from albertkit.perf.settings import BenchmarkSettings
-    from albertkit.perf.targets import ROW_BY_KEY
+    from benchlib.quiet import wait_until_quiet
+    from benchlib.targets import ROW_BY_KEY
 
     directory.mkdir(parents=True, exist_ok=True)
     results = read_rows(directory)
@@ -140,7 +143,7 @@ def measure_rows(directory: Path, keys: list[str], args) -> dict:
 def report(results: dict, write_to: Path | None) -> int:
     """Print the runs and the checks; with ``write_to``, also write them there."""
     from albertkit.fileio import atomic_write_json, atomic_write_text
-    from albertkit.perf.targets import evaluate, format_checks, format_rows
+    from benchlib.targets import evaluate, format_checks, format_rows
 
     checks = evaluate(results)
     text = (f"# Targets, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC\n\n"

@@ -14,7 +14,7 @@ memory), and albertkit's mixed_bfloat16 over its float32 at the same shape (two 
   both frameworks emulate bfloat16 and the ratio says nothing about the target;
 * ``missing`` -- a run it needs was not measured.
 
-``scripts/bench_targets.py`` runs the rows and prints the checks.
+``benchmarks/bench_targets.py`` runs the rows and prints the checks.
 
 Example:
     >>> checks = evaluate({})

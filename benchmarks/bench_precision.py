@@ -15,8 +15,8 @@ runs' mean final held-out MLM accuracy inside the range (min..max) of the float3
 The figures, the per-run accuracies and wall times, and the load average are printed and
 written to ``--json``.
 
-    python scripts/bench_precision.py --seeds 0 1 2 --json runs/bench_precision/result.json
-    python scripts/bench_precision.py --seeds 0 --steps 60      # a quick look
+    python benchmarks/bench_precision.py --seeds 0 1 2 --json runs/bench_precision/result.json
+    python benchmarks/bench_precision.py --seeds 0 --steps 60      # a quick look
 """
 
 from __future__ import annotations

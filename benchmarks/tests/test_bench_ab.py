@@ -1,4 +1,4 @@
-"""scripts/bench_ab.py: two variants of the training step, timed alternately in one process."""
+"""benchmarks/bench_ab.py: two variants of the training step, timed alternately in one process."""
 
 from __future__ import annotations
 
@@ -11,13 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import load_script
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_ab.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "bench_ab.py"
 
 
 @pytest.fixture(scope="module")
-def ab():
+def ab(load_script):
     return load_script("bench_ab")
 
 

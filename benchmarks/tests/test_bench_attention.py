@@ -1,11 +1,9 @@
-"""scripts/bench_attention.py: albertkit's attention core against PyTorch's fused
+"""benchmarks/bench_attention.py: albertkit's attention core against PyTorch's fused
 scaled_dot_product_attention (the independent reference), gradients and timings."""
 
 from __future__ import annotations
 
 import pytest
-
-from conftest import load_script
 
 SMALL = ["--seq-length", "24", "--batch", "2", "--heads", "3", "--head-dim", "8",
          "--rounds", "3", "--warmup", "1"]
@@ -13,7 +11,7 @@ SMALL = ["--seq-length", "24", "--batch", "2", "--heads", "3", "--head-dim", "8"
 
 @pytest.mark.parametrize("precision,tolerance", [("float32", 1e-5), ("bfloat16", 3e-2)])
 @pytest.mark.parametrize("keep", [False, True])
-def test_core_gradients_match_torch_sdpa_and_both_sides_are_timed(precision, tolerance, keep):
+def test_core_gradients_match_torch_sdpa_and_both_sides_are_timed(precision, tolerance, keep, load_script):
     script = load_script("bench_attention")
     argv = [*SMALL, "--precision", precision] + (["--no-recompute"] if keep else [])
     result = script.measure(script.parse(argv))
@@ -26,7 +24,7 @@ def test_core_gradients_match_torch_sdpa_and_both_sides_are_timed(precision, tol
     assert result["ratio_q1"] <= result["ratio_median"] <= result["ratio_q3"]
 
 
-def test_script_prints_its_figures(capsys):
+def test_script_prints_its_figures(capsys, load_script):
     script = load_script("bench_attention")
     assert script.main([*SMALL, "--precision", "float32"]) == 0
     out = capsys.readouterr().out

@@ -23,8 +23,8 @@ For each run it reports:
 then reports off vs the ``--beta`` chosen on the other seeds. The load average is printed
 with the figures: measure on a quiet machine.
 
-    python scripts/bench_sifting.py --tune-seed 0 --betas 0.3 0.5 0.7
-    python scripts/bench_sifting.py --seeds 1 2 3 --beta 0.5 --json sifting.json
+    python benchmarks/bench_sifting.py --tune-seed 0 --betas 0.3 0.5 0.7
+    python benchmarks/bench_sifting.py --seeds 1 2 3 --beta 0.5 --json sifting.json
 """
 
 from __future__ import annotations

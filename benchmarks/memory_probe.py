@@ -15,10 +15,10 @@ Each variant is one process: ``--allocator bfc`` runs TensorFlow on its BFC allo
 (``TF_CPU_ALLOCATOR_USE_BFC``; the tensor peak is then printed too), ``--arenas N`` caps
 glibc's malloc arenas first. Linux only.
 
-    python scripts/memory_probe.py --framework albertkit
-    python scripts/memory_probe.py --framework albertkit --allocator bfc
-    python scripts/memory_probe.py --framework hf-pytorch
-    python scripts/memory_probe.py --framework albertkit --precision mixed_bfloat16 --seq-length 512 --micro-batch 4
+    python benchmarks/memory_probe.py --framework albertkit
+    python benchmarks/memory_probe.py --framework albertkit --allocator bfc
+    python benchmarks/memory_probe.py --framework hf-pytorch
+    python benchmarks/memory_probe.py --framework albertkit --precision mixed_bfloat16 --seq-length 512 --micro-batch 4
 """
 
 from __future__ import annotations
