@@ -25,7 +25,10 @@
 #                   assembled into a temporary CUDA tree; both are linked dynamically.
 #   --mpi           require MPI (mpicc on PATH); default: Gloo only   (HOROVOD_BUILD_MPI=1)
 #                   (HOROVOD_GLOO=0 with --mpi leaves Gloo out)
-#   --force         rebuild even if horovod.tensorflow already imports
+#   --force         rebuild even if horovod.tensorflow already imports (the wheel cache is
+#                   still used; HOROVOD_WHEEL_CACHE=0 compiles from source)
+#   HOROVOD_WHEEL_CACHE  folder of CPU wheels built earlier, one per TensorFlow/Python/flags key
+#                   (default ~/.cache/albertkit/horovod-wheels; 0 turns it off)
 #   --verify        afterwards run `horovodrun -np 2 --gloo` on a two-rank all-reduce (CPU)
 #   -h, --help      this text
 #
@@ -260,9 +263,42 @@ else
   TARGET="horovod==$HOROVOD_VERSION"
 fi
 
+# CPU builds are kept as wheels, keyed by everything the binary depends on (Horovod, TensorFlow
+# and Python versions, the controller and operation flags), so a second environment on the same
+# machine (CI's fresh venv, a new clone) installs in seconds instead of compiling for minutes.
+# HOROVOD_WHEEL_CACHE=0 turns this off; GPU builds are never cached (their CUDA tree varies).
+CACHE_ROOT="${HOROVOD_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/albertkit/horovod-wheels}"
+CACHE_DIR=""
+if [[ "$GPU" != 1 && "$CACHE_ROOT" != 0 ]]; then
+  key="$("$PY" -c 'import sys, tensorflow as tf; print(f"py{sys.version_info[0]}.{sys.version_info[1]}-tf{tf.__version__}")' 2>/dev/null)"
+  CACHE_DIR="$CACHE_ROOT/horovod-$HOROVOD_VERSION-$key-mpi$MPI-gloo${HOROVOD_GLOO:-1}-${HOROVOD_CPU_OPERATIONS}"
+  cached="$(ls "$CACHE_DIR"/horovod-*.whl 2>/dev/null | head -n1 || true)"
+  if [[ -n "$cached" ]]; then
+    echo "build_horovod.sh: installing the wheel built earlier for this environment: $cached"
+    if "$PY" -m pip install -q --no-cache-dir --force-reinstall --no-deps "$cached" \
+        && "$PY" -c "import horovod.tensorflow" >/dev/null 2>&1; then
+      echo "build_horovod.sh: horovod==$HOROVOD_VERSION installed from the wheel cache ($CACHE_ROOT)"
+      if [[ "$VERIFY" == 1 ]]; then verify; fi
+      exit 0
+    fi
+    echo "build_horovod.sh: the cached wheel does not import here: building again" >&2
+  fi
+fi
+
 echo "build_horovod.sh: building horovod==$HOROVOD_VERSION for $PY (TensorFlow at $TF_DIR; gpu=$GPU mpi=$MPI)"
 start=$SECONDS
-"$PY" -m pip install --no-build-isolation --no-cache-dir "$TARGET"
+if [[ -n "$CACHE_DIR" ]]; then
+  WHEELS="$(mktemp -d -t horovod-wheel.XXXXXX)"
+  "$PY" -m pip wheel --no-deps --no-build-isolation --no-cache-dir -w "$WHEELS" "$TARGET"
+  built="$(ls "$WHEELS"/horovod-*.whl | head -n1)"
+  "$PY" -m pip install --no-cache-dir "$built"
+  # into the cache atomically: copy beside, then rename
+  mkdir -p "$CACHE_DIR"
+  cp "$built" "$CACHE_DIR/.${built##*/}.partial" && mv "$CACHE_DIR/.${built##*/}.partial" "$CACHE_DIR/${built##*/}"
+  rm -rf "$WHEELS"
+else
+  "$PY" -m pip install --no-build-isolation --no-cache-dir "$TARGET"
+fi
 "$PY" -c "import horovod.tensorflow" || die "horovod installed but horovod.tensorflow does not import"
 if [[ "$GPU" == 1 ]]; then
   # every CUDA/NCCL symbol the library needs must resolve against what the image loads
