@@ -122,3 +122,28 @@ def test_contract_catches_an_upward_import(tmp_path, victim, line):
     target.write_text(text, encoding="utf-8")
     found = violations(copy)
     assert len(found) == 1 and victim in found[0], found
+
+
+BENCHMARKS = SRC.parents[1] / "benchmarks"
+
+
+def cli_imports(root: Path) -> list[str]:
+    """Imports of ``albertkit.cli`` under ``root``: the measurement scripts use the library's
+    public modules, never a command's internals."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for line, target in _imports(tree, "benchmarks." + path.stem, False):
+            if target == "albertkit.cli" or target.startswith("albertkit.cli."):
+                out.append(f"{path.relative_to(root.parent)}:{line}: imports {target}")
+    return out
+
+
+def test_measurement_scripts_import_no_cli_internals(tmp_path):
+    assert sorted(BENCHMARKS.glob("bench_*.py")), "benchmarks/ moved: update BENCHMARKS"
+    assert cli_imports(BENCHMARKS) == []
+    # the check can fail: a script that reaches into a command module is found
+    copy = tmp_path / "benchmarks"
+    copy.mkdir()
+    (copy / "bench_x.py").write_text("def main():\n    from albertkit.cli.benchmark import x\n")
+    assert cli_imports(copy) == ["benchmarks/bench_x.py:2: imports albertkit.cli.benchmark"]
