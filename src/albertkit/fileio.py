@@ -7,8 +7,9 @@ then renamed over the destination (``os.replace`` is atomic on POSIX file system
 Directories (checkpoints, exports, the run's tokenizer) are built under a temporary name
 and swapped in with :func:`replace_dir`.
 
-:func:`load_yaml` is the one reader of YAML config files: its errors name the file and,
-for malformed YAML, the line and column.
+:func:`load_yaml` is the one reader of YAML config files and :func:`read_json` the one
+reader of JSON files a user may hand over or edit: their errors name the file and, for
+malformed text, the line and column.
 
 This module imports nothing from albertkit but its errors, so every layer may use it.
 
@@ -130,6 +131,47 @@ def replace_dir(tmp: str | os.PathLike, dst: str | os.PathLike) -> Path:
     else:
         old.unlink(missing_ok=True)
     return dst
+
+
+# --------------------------------------------------------------------------- JSON
+def read_json(
+    path: str | os.PathLike,
+    what: str,
+    error: type[Exception] = ConfigError,
+    hint: str = "",
+) -> Any:
+    """The parsed JSON file at ``path``; every problem raises ``error`` naming the file.
+
+    ``what`` names the file's role in the messages: ``"<what> not found: <path>"``,
+    ``"<path>: not UTF-8 text (...)"`` and ``"<path>: line L, column C: malformed JSON in the
+    <what>: <reason>"``; ``hint`` (what to do about it) is appended to the last two.
+
+    Example:
+        >>> import tempfile
+        >>> bad = Path(tempfile.mkdtemp()) / "x.json"
+        >>> _ = bad.write_text('{"a": 1,\n "b": }')
+        >>> read_json(bad, "settings file")
+        Traceback (most recent call last):
+        ...
+        albertkit.errors.ConfigError: ...x.json: line 2, column 7: malformed JSON in the settings file: Expecting value
+    """
+    path = Path(path)
+    tail = f"; {hint}" if hint else ""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}{tail}") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}){tail}") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read the {what} ({e.strerror or e}){tail}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(
+            f"{path}: line {e.lineno}, column {e.colno}: malformed JSON in the {what}: "
+            f"{e.msg}{tail}"
+        ) from None
 
 
 # --------------------------------------------------------------------------- YAML
