@@ -543,11 +543,6 @@ def train_tokenizer(
     )
 
 
-def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
-    """Load a tokenizer directory or ``spiece.model`` (see :meth:`Tokenizer.load`)."""
-    return Tokenizer.load(path)
-
-
 def export_hf_directory(
     model_file: str | os.PathLike,
     out_dir: str | os.PathLike,
