@@ -134,6 +134,18 @@ def replace_dir(tmp: str | os.PathLike, dst: str | os.PathLike) -> Path:
 
 
 # --------------------------------------------------------------------------- JSON
+def _read_text(path: Path, what: str, error: type[Exception], tail: str = "") -> str:
+    """A user's text file (UTF-8); missing, undecodable or unreadable raise ``error``."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}{tail}") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}){tail}") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read the {what} ({e.strerror or e}){tail}") from None
+
+
 def read_json(
     path: str | os.PathLike,
     what: str,
@@ -157,14 +169,7 @@ def read_json(
     """
     path = Path(path)
     tail = f"; {hint}" if hint else ""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise error(f"{what} not found: {path}{tail}") from None
-    except UnicodeDecodeError as e:
-        raise error(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}){tail}") from None
-    except OSError as e:
-        raise error(f"{path}: cannot read the {what} ({e.strerror or e}){tail}") from None
+    text = _read_text(path, what, error, tail)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -182,12 +187,7 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
     column) or not a mapping at the top level.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    text = _read_text(path, "config file", ConfigError)
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
