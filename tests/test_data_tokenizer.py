@@ -153,8 +153,11 @@ def test_malformed_tokenizer_config_is_named_with_its_line(trained, tmp_path):
     copy = tmp_path / "tok"
     shutil.copytree(d, copy)
     (copy / "tokenizer_config.json").write_text('{"do_lower_case": true,\n "x": }')
-    with pytest.raises(TokenizerError, match=r"tokenizer_config\.json: line 2, column 7: "
-                                            r"malformed JSON in the tokenizer config"):
+    with pytest.raises(
+        TokenizerError,
+        match=r"tokenizer_config\.json: line 2, column 7: "
+        r"malformed JSON in the tokenizer config",
+    ):
         Tokenizer.load(copy)
 
 

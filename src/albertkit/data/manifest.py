@@ -54,8 +54,9 @@ def read_manifest(path: str | os.PathLike, error: type[Exception] = ValueError) 
     own directory.
     """
     path = Path(path)
-    raw = read_json(path, "dataset manifest", error,
-                    hint="prepare the data again (albertkit prepare-data)")
+    raw = read_json(
+        path, "dataset manifest", error, hint="prepare the data again (albertkit prepare-data)"
+    )
     try:
         _Manifest.model_validate(raw)
     except ValidationError as e:

@@ -86,8 +86,9 @@ def read_sagemaker_cluster(
         raise ConfigError(f"{source}: must be a JSON list of host names, got {hosts_text!r}")
     if not current:
         if len(hosts) > 1:
-            raise ConfigError(f"SM_HOSTS={hosts_text} names several hosts but SM_CURRENT_HOST "
-                              "is not set")
+            raise ConfigError(
+                f"SM_HOSTS={hosts_text} names several hosts but SM_CURRENT_HOST is not set"
+            )
         current = hosts[0]
     hosts = sorted(hosts)
     if current not in hosts:
