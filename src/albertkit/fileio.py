@@ -161,7 +161,7 @@ def read_json(
     Example:
         >>> import tempfile
         >>> bad = Path(tempfile.mkdtemp()) / "x.json"
-        >>> _ = bad.write_text('{"a": 1,\n "b": }')
+        >>> _ = bad.write_text('{"a": 1,\\n "b": }')
         >>> read_json(bad, "settings file")
         Traceback (most recent call last):
         ...
