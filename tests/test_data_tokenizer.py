@@ -148,6 +148,19 @@ def test_errors_name_setting_and_file(tmp_path):
         Tokenizer.load(tmp_path / "bad.model")
 
 
+def test_malformed_tokenizer_config_is_named_with_its_line(trained, tmp_path):
+    _, d, _ = trained
+    copy = tmp_path / "tok"
+    shutil.copytree(d, copy)
+    (copy / "tokenizer_config.json").write_text('{"do_lower_case": true,\n "x": }')
+    with pytest.raises(
+        TokenizerError,
+        match=r"tokenizer_config\.json: line 2, column 7: "
+        r"malformed JSON in the tokenizer config",
+    ):
+        Tokenizer.load(copy)
+
+
 def test_training_is_deterministic(tmp_path):
     sents = _sentences()[:3000]
     a = train_tokenizer(

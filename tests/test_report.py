@@ -236,7 +236,7 @@ def test_report_errors_name_the_problem(tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "summary.json").write_text("{not json")
-    with pytest.raises(ReportError, match=r"summary.json: unreadable summary"):
+    with pytest.raises(ReportError, match=r"summary\.json: line 1, column 2: malformed JSON in the summary"):
         write_run_report(bad)
 
 

@@ -12,6 +12,7 @@ from albertkit.config import ConfigError, TrainerConfig
 from albertkit.sagemaker import entrypoint as ep
 from albertkit.sagemaker import plan as smplan
 from albertkit.sagemaker import submit as smsubmit
+from albertkit.sagemaker.cluster import read_sagemaker_cluster
 from albertkit.sagemaker.config import SageMakerConfig
 
 ROLE = "arn:aws:iam::123456789012:role/albertkit-sagemaker"
@@ -228,6 +229,7 @@ def test_horovod_driver_launches_every_host(monkeypatch):
     monkeypatch.setenv("SM_NETWORK_INTERFACE_NAME", "eth0")
     environ = {
         "SM_HOSTS": '["algo-2", "algo-1"]',
+        "SM_CURRENT_HOST": "algo-2",
         "SM_NUM_GPUS": "8",
         "SM_DISTRIBUTED_CONFIG": json.dumps(
             {"process_count_per_node": 8, "mpi_additional_options": ["-x", "NCCL_DEBUG"]}
@@ -320,34 +322,43 @@ def test_each_job_carries_its_own_ssh_key_and_installs_it(tmp_path):
 
 
 # --------------------------------------------------------------------------- SM_* -> TF_CONFIG
-def test_tf_config_from_environment_wins_over_sagemaker():
-    from albertkit.distributed.multiworker import cluster_position
-
-    cfg = {"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}
-    env = {"TF_CONFIG": json.dumps(cfg), "SM_HOSTS": '["x", "y"]', "SM_CURRENT_HOST": "x"}
-    assert ep.tf_config_from_sagemaker(env) == cfg
-    assert cluster_position(cfg) == (1, 2)
-
-
+# The one reader of SM_HOSTS / SM_CURRENT_HOST (albertkit.sagemaker.cluster) is what the entry
+# point's process_environment and the MPI driver use. A TF_CONFIG already in the environment
+# winning over SageMaker's variables is the distributed layer's rule (tests/test_distributed.py).
 def test_tf_config_built_from_sagemaker_hosts():
     from albertkit.distributed.multiworker import cluster_position, tf_config_from_environ
 
     env = {"SM_HOSTS": '["algo-2", "algo-1", "algo-3"]', "SM_CURRENT_HOST": "algo-2"}
-    cfg = ep.tf_config_from_sagemaker(env, port=2222)
+    cfg = read_sagemaker_cluster(env).tf_config(port=2222)
     assert cfg == {
         "cluster": {"worker": ["algo-1:2222", "algo-2:2222", "algo-3:2222"]},
         "task": {"type": "worker", "index": 1},
     }
     assert cluster_position(cfg) == (1, 3)
     # every host computes the same cluster, and exactly one of them is rank 0
-    ranks = [cluster_position(ep.tf_config_from_sagemaker({**env, "SM_CURRENT_HOST": h}))[0]
-             for h in ("algo-1", "algo-2", "algo-3")]
-    assert ranks == [0, 1, 2]
+    clusters = [read_sagemaker_cluster({**env, "SM_CURRENT_HOST": h})
+                for h in ("algo-1", "algo-2", "algo-3")]
+    assert [cluster_position(c.tf_config(2222))[0] for c in clusters] == [0, 1, 2]
+    assert [c.rank for c in clusters] == [0, 1, 2]
     # what the entry point writes is exactly what the distributed layer reads back
     assert tf_config_from_environ({"TF_CONFIG": json.dumps(cfg)}) == cfg
-    assert ep.tf_config_from_sagemaker({"SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-1"}) \
-        is None
-    assert ep.tf_config_from_sagemaker({}) is None
+    one = {"SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-1"}
+    assert read_sagemaker_cluster(one).tf_config(2222) is None
+    assert read_sagemaker_cluster({}).tf_config(2222) is None
+    assert read_sagemaker_cluster({}).hosts == ["algo-1"]
+
+
+def test_container_reads_the_hosts_from_resourceconfig_without_sm_hosts(tmp_path):
+    job = smsubmit.to_sagemaker(tiny_config())
+    root, environ = opt_ml(tmp_path, job)
+    del environ["SM_HOSTS"], environ["SM_CURRENT_HOST"]
+    (root / "input" / "config" / "resourceconfig.json").write_text(
+        json.dumps({"current_host": "algo-2", "hosts": ["algo-2", "algo-1"]}))
+    env = ep.read_container_env(environ, root)
+    assert (env.hosts, env.current_host, env.cluster.rank) == (["algo-1", "algo-2"], "algo-2", 1)
+    (root / "input" / "config" / "resourceconfig.json").write_text('{"hosts": [\n}')
+    with pytest.raises(ConfigError, match=r"resourceconfig\.json: line 2, column 1: malformed JSON"):
+        ep.read_container_env(environ, root)
 
 
 @pytest.mark.parametrize("env, match", [
@@ -356,9 +367,34 @@ def test_tf_config_built_from_sagemaker_hosts():
     ({"SM_HOSTS": "algo-1,algo-2"}, "SM_HOSTS: malformed JSON"),
     ({"SM_HOSTS": '{"a": 1}'}, "must be a JSON list"),
 ])
-def test_bad_sagemaker_host_lists_name_the_variable(env, match):
+def test_bad_sagemaker_host_lists_name_the_variable(env, match, tmp_path):
+    from albertkit.sagemaker import mpi_driver
+
     with pytest.raises(ConfigError, match=match):
-        ep.tf_config_from_sagemaker(env)
+        read_sagemaker_cluster(env)
+    # the production paths: the container entry point and the Horovod launcher
+    with pytest.raises(ConfigError, match=match):
+        ep.read_container_env(env, tmp_path)
+    with pytest.raises(ConfigError, match=match):
+        mpi_driver.layout(env)
+
+
+def test_staged_mpi_driver_reads_hosts_with_its_own_copy_of_the_reader(tmp_path):
+    """The driver runs outside albertkit's package: staging puts the cluster reader beside it."""
+    import subprocess
+
+    from albertkit.sagemaker.cluster import CLUSTER_MODULE
+
+    job = smsubmit.to_sagemaker(tiny_config(), instance_type="ml.m5.xlarge", instance_count=2,
+                                distribution={"kind": "horovod", "processes_per_host": 1})
+    staged = job.stage_driver(tmp_path / "drivers")
+    assert (staged / CLUSTER_MODULE).is_file()
+    code = ("import albertkit_mpi_driver as d; "
+            "print(d.read_sagemaker_cluster.__module__, d.layout({'SM_HOSTS': '[\"b\", \"a\"]', "
+            "'SM_CURRENT_HOST': 'b', 'SM_NUM_GPUS': '2'}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=staged, capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert out.split(None, 1) == ["albertkit_cluster", "(['a', 'b'], 2)\n"]
 
 
 def test_multiworker_port_is_defined_once():

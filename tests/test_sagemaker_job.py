@@ -204,6 +204,8 @@ def test_fit_no_wait_submits_the_planned_request(aws, tmp_path):
     )
     s3 = session.client("s3")
     assert f"{drivers}/distributed_drivers/albertkit_mpi_driver.py" in s3_keys(session, drivers)
+    # with the host-list reader it imports (it runs outside albertkit's package)
+    assert f"{drivers}/distributed_drivers/albertkit_cluster.py" in s3_keys(session, drivers)
     distributed = json.loads(
         s3.get_object(Bucket=BUCKET, Key=f"{drivers}/distributed.json")["Body"].read()
     )

@@ -10,7 +10,9 @@ if TYPE_CHECKING:
     from albertkit.training.trainer import AlbertTrainer
 
 __all__ = ["AlbertTrainer", "TrainerConfig"]
-__version__ = "0.1.0"
+# The one place the version is written: pyproject.toml reads it from here (setuptools'
+# dynamic version), `albertkit --version` prints it, CHANGELOG.md's newest release names it.
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> Any:

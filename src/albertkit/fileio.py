@@ -7,8 +7,9 @@ then renamed over the destination (``os.replace`` is atomic on POSIX file system
 Directories (checkpoints, exports, the run's tokenizer) are built under a temporary name
 and swapped in with :func:`replace_dir`.
 
-:func:`load_yaml` is the one reader of YAML config files: its errors name the file and,
-for malformed YAML, the line and column.
+:func:`load_yaml` is the one reader of YAML config files and :func:`read_json` the one
+reader of JSON files a user may hand over or edit: their errors name the file and, for
+malformed text, the line and column.
 
 This module imports nothing from albertkit but its errors, so every layer may use it.
 
@@ -132,6 +133,52 @@ def replace_dir(tmp: str | os.PathLike, dst: str | os.PathLike) -> Path:
     return dst
 
 
+# --------------------------------------------------------------------------- JSON
+def _read_text(path: Path, what: str, error: type[Exception], tail: str = "") -> str:
+    """A user's text file (UTF-8); missing, undecodable or unreadable raise ``error``."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}{tail}") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}){tail}") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read the {what} ({e.strerror or e}){tail}") from None
+
+
+def read_json(
+    path: str | os.PathLike,
+    what: str,
+    error: type[Exception] = ConfigError,
+    hint: str = "",
+) -> Any:
+    """The parsed JSON file at ``path``; every problem raises ``error`` naming the file.
+
+    ``what`` names the file's role in the messages: ``"<what> not found: <path>"``,
+    ``"<path>: not UTF-8 text (...)"`` and ``"<path>: line L, column C: malformed JSON in the
+    <what>: <reason>"``; ``hint`` (what to do about it) is appended to the last two.
+
+    Example:
+        >>> import tempfile
+        >>> bad = Path(tempfile.mkdtemp()) / "x.json"
+        >>> _ = bad.write_text('{"a": 1,\\n "b": }')
+        >>> read_json(bad, "settings file")
+        Traceback (most recent call last):
+        ...
+        albertkit.errors.ConfigError: ...x.json: line 2, column 7: malformed JSON in the settings file: Expecting value
+    """
+    path = Path(path)
+    tail = f"; {hint}" if hint else ""
+    text = _read_text(path, what, error, tail)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(
+            f"{path}: line {e.lineno}, column {e.colno}: malformed JSON in the {what}: "
+            f"{e.msg}{tail}"
+        ) from None
+
+
 # --------------------------------------------------------------------------- YAML
 def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
     """The mapping at the top of a YAML (or JSON) file; an empty file is ``{}``.
@@ -140,12 +187,7 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
     column) or not a mapping at the top level.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    text = _read_text(path, "config file", ConfigError)
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:

@@ -50,10 +50,6 @@ class Device:
     bf16: bool
     peak_tflops: dict[str, float | None] = field(default_factory=dict)
 
-    @property
-    def memory_bytes(self) -> int:
-        return int(self.memory_gib * GiB)
-
     def usable_bytes(self) -> int:
         """Memory a training step may plan for: total minus reserve, minus the margin."""
         return int((self.memory_gib - GPU_RESERVED_GIB) * GiB * (1.0 - FRAGMENTATION_MARGIN))

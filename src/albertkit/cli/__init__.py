@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 
+from albertkit import __version__
 from albertkit.cli.config import add_config_parser
 from albertkit.cli.data import add_prepare_data_parser, add_train_tokenizer_parser
 from albertkit.cli.finetune import add_evaluate_squad_parser, add_finetune_parser
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="albertkit",
         description="Pretrain and fine-tune ALBERT with TensorFlow 2 + Keras 3.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    parser.add_argument("--version", action="version", version=f"albertkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     add_pretrain_parser(sub)
@@ -89,10 +91,27 @@ def _supervises(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "nproc", None)) and not os.environ.get(LAUNCHED_ENV)
 
 
+def quiet_imports(environ) -> None:
+    """Hold back what the libraries albertkit imports print at start-up, before they are
+    imported (``--debug`` keeps it all); a variable the user set wins.
+
+    * ``TF_CPP_MIN_LOG_LEVEL=2``: TensorFlow's C++ INFO and WARNING lines (the rest, written
+      before that setting applies, is held back by :mod:`albertkit.tfstart`);
+    * ``TRANSFORMERS_NO_ADVISORY_WARNINGS=1``: transformers' advice, such as "PyTorch was not
+      found. Models won't be available ..." at every import in a TensorFlow-only
+      installation: albertkit uses transformers only for tokenizers and never needs PyTorch.
+
+    Set in the environment, so the processes a command starts (data-preparation workers,
+    ``--nproc`` ranks) inherit them.
+    """
+    environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--debug" not in argv:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
+        quiet_imports(os.environ)
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(argv)  # re-used by the local N-process launcher (--nproc)

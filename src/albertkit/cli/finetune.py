@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from albertkit.cli.launch import add_nproc_argument
+from albertkit.cli.nproc import add_nproc_argument
 from albertkit.cli.train import BACKENDS, add_config_arguments, run_training
 
 # the task family named on the command line -> the task its config's data.kind selects

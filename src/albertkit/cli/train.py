@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from albertkit.cli.launch import add_nproc_argument
+from albertkit.cli.nproc import add_nproc_argument
 
 BACKENDS = ["single", "horovod", "tf_multiworker"]
 

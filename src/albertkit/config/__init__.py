@@ -4,7 +4,8 @@
 * :mod:`albertkit.config.root` -- ``TrainerConfig``, YAML/JSON in and out, plugin sections;
 * :mod:`albertkit.config.overrides` -- dotted ``--set key.path=value`` overrides;
 * :mod:`albertkit.config.validation` -- validation errors that name the field;
-* :mod:`albertkit.config.reference` -- the JSON Schema and the Markdown reference.
+* :mod:`albertkit.config.reference` -- the JSON Schema and the Markdown reference;
+* :mod:`albertkit.config.sizes` -- the ALBERT architecture description and size presets.
 
 The names most code needs are importable from here: ``from albertkit.config import
 TrainerConfig, ConfigError``.

@@ -36,7 +36,6 @@ from pydantic_core import PydanticUndefined
 from albertkit.config.root import TrainerConfig
 
 SCHEMA_FILE = "albertkit-config.schema.json"
-REFERENCE_PATH = Path("docs/configuration.md")
 _DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 MODELINE = "# yaml-language-server: $schema="
 GENERATOR = "albertkit config reference --out docs/configuration.md"

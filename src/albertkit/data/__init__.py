@@ -1,12 +1,18 @@
 """Data for ALBERT: corpora, tokenizer, pretraining examples and tf.data pipelines.
 
-Modules (imported on demand; only ``pretraining_dataset`` imports TensorFlow):
+Modules (imported on demand; only ``pretraining_dataset`` and ``stream`` import TensorFlow
+when imported, ``finetune`` when it builds a pipeline):
 
 * ``corpus`` / ``sentences``: raw-text readers and sentence splitting;
 * ``tokenizer``: SentencePiece with the ALBERT recipe, saved as a Hugging Face directory;
 * ``instances`` / ``masking``: sentence-order pairs and n-gram whole-word masking;
-* ``tfrecord`` / ``writer``: sharded, resumable TFRecord preparation in parallel processes;
+* ``tfrecord`` / ``protobuf`` / ``writer``: sharded, resumable TFRecord preparation in
+  parallel processes; ``manifest``: reading a prepared dataset's ``manifest.json``;
+* ``stream``: position-addressable training streams (resume at any element);
 * ``pretraining_dataset``: the tf.data reader (static or dynamic masking) and a synthetic source;
-* ``demo``: the built-in corpus from Python's own documentation;
-* ``commands``: the ``train-tokenizer`` and ``prepare-data`` CLI sub-commands.
+* ``batching``: micro-batches grouped into optimizer steps;
+* ``squad`` / ``glue`` / ``finetune``: fine-tuning readers, features and pipelines;
+* ``demo``: the built-in corpus from Python's own documentation.
+
+The ``train-tokenizer`` and ``prepare-data`` commands are :mod:`albertkit.cli.data`.
 """

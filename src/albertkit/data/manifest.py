@@ -9,12 +9,13 @@ Only what readers use is checked; everything else in the file passes through unt
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from albertkit.fileio import read_json
 
 MANIFEST = "manifest.json"
 
@@ -53,17 +54,9 @@ def read_manifest(path: str | os.PathLike, error: type[Exception] = ValueError) 
     own directory.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise error(f"{path}: cannot read the dataset manifest ({e})") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise error(
-            f"{path}: line {e.lineno}, column {e.colno}: malformed JSON in the dataset "
-            f"manifest: {e.msg}; prepare the data again (albertkit prepare-data)"
-        ) from None
+    raw = read_json(
+        path, "dataset manifest", error, hint="prepare the data again (albertkit prepare-data)"
+    )
     try:
         _Manifest.model_validate(raw)
     except ValidationError as e:

@@ -19,7 +19,6 @@ several windows is only used where it has the most words around it).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from albertkit.errors import SquadFormatError
+from albertkit.fileio import read_json
 
 log = logging.getLogger(__name__)
 
@@ -78,18 +78,7 @@ class SquadExample:
 def read_squad_json(path: str | Path) -> dict[str, Any]:
     """Parse a SQuAD JSON file; malformed JSON is an error naming file, line and column."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SquadFormatError(f"SQuAD file not found: {path}") from None
-    except UnicodeDecodeError as e:
-        raise SquadFormatError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SquadFormatError(
-            f"{path}: line {e.lineno}, column {e.colno}: malformed JSON: {e.msg}"
-        ) from None
+    raw = read_json(path, "SQuAD file", SquadFormatError)
     if not isinstance(raw, dict) or not isinstance(raw.get("data"), list):
         raise SquadFormatError(
             f"{path}: expected a JSON object with a 'data' list (the official SQuAD format)"

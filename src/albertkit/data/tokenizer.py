@@ -51,7 +51,13 @@ from albertkit.data.corpus import (
 )
 from albertkit.data.protobuf import fields, len_field
 from albertkit.errors import TokenizerError
-from albertkit.fileio import atomic_write_text, replace_dir, temp_dir_beside, write_synced
+from albertkit.fileio import (
+    atomic_write_text,
+    read_json,
+    replace_dir,
+    temp_dir_beside,
+    write_synced,
+)
 
 log = logging.getLogger(__name__)
 
@@ -194,10 +200,7 @@ class Tokenizer:
                 raise TokenizerError(f"{path}: no {MODEL_FILE} in this tokenizer directory")
             cfg_file = path / "tokenizer_config.json"
             if cfg_file.is_file():
-                try:
-                    cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
-                except (ValueError, UnicodeDecodeError) as e:
-                    raise TokenizerError(f"{cfg_file}: malformed JSON ({e})") from None
+                cfg = read_json(cfg_file, "tokenizer config", TokenizerError)
         elif path.is_file():
             model = path
         else:
@@ -541,11 +544,6 @@ def train_tokenizer(
     return Tokenizer(
         out_dir / MODEL_FILE, lowercase=config.lowercase, keep_accents=config.keep_accents
     )
-
-
-def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
-    """Load a tokenizer directory or ``spiece.model`` (see :meth:`Tokenizer.load`)."""
-    return Tokenizer.load(path)
 
 
 def export_hf_directory(

@@ -38,7 +38,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from albertkit.config.sizes import AlbertSpec
-from albertkit.fileio import replace_dir, temp_dir_beside, write_synced
+from albertkit.fileio import read_json, replace_dir, temp_dir_beside, write_synced
 from albertkit.models.albert import (
     AlbertEncoder,
     AlbertForPretraining,
@@ -127,12 +127,7 @@ def _read_config(hf_dir: Path) -> dict[str, Any]:
     path = hf_dir / CONFIG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{hf_dir}: no {CONFIG_FILE}: not a Hugging Face model directory")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(
-            f"{path}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}"
-        ) from None
+    raw = read_json(path, "Hugging Face model config", ValueError)
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: top level must be a JSON object")
     if raw.get("model_type") != "albert":

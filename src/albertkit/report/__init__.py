@@ -5,7 +5,8 @@
 * :func:`write_benchmark_report` (:mod:`albertkit.report.benchmark`): ``albertkit benchmark
   --json`` results against sequence length and process count, with ``benchmark.md``;
 * :mod:`albertkit.report.charts`: the drawing (matplotlib, optional: ``pip install
-  'albertkit[report]'``).
+  'albertkit[report]'``);
+* :mod:`albertkit.report.output`: what every report shares (its error, the files written).
 """
 
 from albertkit.errors import ReportError

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from albertkit import fileio
 from albertkit.errors import ReportError
 
 
@@ -28,13 +28,11 @@ class Report:
 
 
 def read_json(path: Path, what: str) -> Any:
-    """The parsed file, ``None`` if it does not exist; unreadable -> :class:`ReportError`."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    """The parsed file, ``None`` if it does not exist; unreadable -> :class:`ReportError`
+    naming the file (and, for malformed JSON, the line and column)."""
+    if not path.is_file():
         return None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ReportError(f"{path}: unreadable {what}: {e}") from None
+    return fileio.read_json(path, what, ReportError)
 
 
 def charts_markdown(charts: list[tuple[str, str, Path | None]]) -> list[str]:

@@ -1,1 +1,10 @@
-"""SageMaker integration: request building and submission (job.py), container side (entrypoint.py)."""
+"""SageMaker integration.
+
+* :mod:`albertkit.sagemaker.config` / :mod:`~albertkit.sagemaker.defaults` -- the
+  ``sagemaker:`` config section and its defaults from the environment;
+* :mod:`albertkit.sagemaker.plan` -- the job as a pure, checked CreateTrainingJob request;
+* :mod:`albertkit.sagemaker.submit` -- submitting it and following the job;
+* :mod:`albertkit.sagemaker.entry_script` / :mod:`~albertkit.sagemaker.entrypoint` /
+  :mod:`~albertkit.sagemaker.mpi_driver` -- the container side: the uploaded entry script,
+  the SM_* environment to a finished model, the per-host Horovod launcher.
+"""

@@ -10,9 +10,10 @@ once per host, or under ``mpirun`` once per GPU for Horovod. This module then:
    data paths to the channel directories and sets ``run_dir`` to the checkpoint directory
    (SageMaker syncs it to ``checkpoint_s3_uri`` and restores it after a spot interruption,
    so ``AlbertTrainer`` resumes by itself);
-3. for multi-worker training, translates ``SM_HOSTS``/``SM_CURRENT_HOST`` into
-   ``TF_CONFIG`` (the distributed layer reads nothing SageMaker-specific); Horovod pins one
-   GPU per local rank itself (``albertkit.distributed.horovod``);
+3. for multi-worker training, translates ``SM_HOSTS``/``SM_CURRENT_HOST`` (read once, by
+   :mod:`albertkit.sagemaker.cluster`) into ``TF_CONFIG`` (the distributed layer reads
+   nothing SageMaker-specific); Horovod pins one GPU per local rank itself
+   (``albertkit.distributed.horovod``);
 4. trains, then (chief only) writes the model in albertkit and Hugging Face formats to
    ``SM_MODEL_DIR`` (``model.tar.gz``) and the summary to ``SM_OUTPUT_DATA_DIR``.
 
@@ -40,6 +41,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from albertkit.config import ConfigError, TrainerConfig, apply_overrides
+from albertkit.fileio import read_json
+from albertkit.sagemaker.cluster import SageMakerCluster, read_sagemaker_cluster
 from albertkit.sagemaker.config import (
     CONFIG_HYPERPARAMETER,
     MULTIWORKER_PORT,
@@ -65,8 +68,7 @@ class ContainerEnv:
     """What SageMaker tells the container, with every path under ``root``."""
 
     root: Path
-    hosts: list[str]
-    current_host: str
+    cluster: SageMakerCluster
     num_gpus: int
     channels: dict[str, Path]
     model_dir: Path
@@ -76,6 +78,15 @@ class ContainerEnv:
     rank: int
     local_rank: int
     world_size: int
+
+    @property
+    def hosts(self) -> list[str]:
+        """Every host of the job, sorted (the same list on every host)."""
+        return self.cluster.hosts
+
+    @property
+    def current_host(self) -> str:
+        return self.cluster.current_host
 
     def container_path(self, path: str) -> Path:
         """``/opt/ml/x`` -> ``<root>/x`` (identity when root is /opt/ml)."""
@@ -116,15 +127,11 @@ def read_container_env(
     def path_var(name: str, default: Path) -> Path:
         return Path(environ[name]) if environ.get(name) else default
 
-    hosts = json.loads(environ.get("SM_HOSTS") or '["algo-1"]')
-    current = environ.get("SM_CURRENT_HOST") or hosts[0]
     resource_file = root / "input" / "config" / "resourceconfig.json"
-    if "SM_HOSTS" not in environ and resource_file.is_file():
-        resource = json.loads(resource_file.read_text())
-        hosts, current = resource["hosts"], resource["current_host"]
-    hosts = sorted(hosts)
-    if current not in hosts:
-        raise ConfigError(f"SM_CURRENT_HOST={current!r} is not in SM_HOSTS={hosts}")
+    resource = None
+    if not (environ.get("SM_HOSTS") or "").strip() and resource_file.is_file():
+        resource = read_json(resource_file, "SageMaker resource config")
+    cluster = read_sagemaker_cluster(environ, resource)
 
     data_dir = root / "input" / "data"
     channels: dict[str, Path] = {}
@@ -137,7 +144,8 @@ def read_container_env(
     hps: dict[str, str] = {}
     hp_file = root / "input" / "config" / "hyperparameters.json"
     if hp_file.is_file():
-        hps.update({k: str(v) for k, v in json.loads(hp_file.read_text()).items()})
+        raw_hps = read_json(hp_file, "SageMaker hyperparameters file")
+        hps.update({k: str(v) for k, v in raw_hps.items()})
     elif environ.get("SM_HPS"):
         hps.update(
             {
@@ -151,8 +159,7 @@ def read_container_env(
 
     return ContainerEnv(
         root=root,
-        hosts=hosts,
-        current_host=current,
+        cluster=cluster,
         num_gpus=int(environ.get("SM_NUM_GPUS") or 0),
         channels=channels,
         model_dir=path_var("SM_MODEL_DIR", root / "model"),
@@ -185,12 +192,7 @@ def container_config(env: ContainerEnv) -> TrainerConfig:
     hps = dict(env.hyperparameters)
     config_name = hps.pop(CONFIG_HYPERPARAMETER, CONFIG_FILE)
     path = env.code_dir / config_name
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found in the job's source: {path}") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: line {e.lineno}: malformed JSON: {e.msg}") from None
+    raw = read_json(path, "config file in the job's source")
     raw = apply_overrides(raw, [f"{k}={v}" for k, v in hps.items()])
 
     try:
@@ -220,54 +222,6 @@ def container_config(env: ContainerEnv) -> TrainerConfig:
     return TrainerConfig.from_dict(raw, source=str(path))
 
 
-def sagemaker_tf_config(hosts: list[str], current_host: str, port: int = MULTIWORKER_PORT
-                        ) -> dict[str, Any]:
-    """TF_CONFIG for MultiWorkerMirroredStrategy: one worker per SageMaker host; worker 0 (the
-    chief) is the first host in sorted order, on every host alike.
-
-    Example:
-        >>> sagemaker_tf_config(["algo-2", "algo-1"], "algo-2", 2222)["task"]
-        {'type': 'worker', 'index': 1}
-    """
-    hosts = sorted(hosts)
-    if current_host not in hosts:
-        raise ConfigError(f"SM_CURRENT_HOST={current_host!r} is not in SM_HOSTS={hosts}")
-    return {
-        "cluster": {"worker": [f"{h}:{port}" for h in hosts]},
-        "task": {"type": "worker", "index": hosts.index(current_host)},
-    }
-
-
-def tf_config_from_sagemaker(environ: Mapping[str, str], port: int = MULTIWORKER_PORT
-                             ) -> dict[str, Any] | None:
-    """The TF_CONFIG this SageMaker host should run with, or None for a single machine.
-
-    A ``TF_CONFIG`` already in the environment wins (validated, as the distributed layer
-    reads it); otherwise SageMaker's ``SM_HOSTS`` (a JSON list) and ``SM_CURRENT_HOST`` give
-    one worker per host on ``port``. One host means no cluster.
-    """
-    from albertkit.distributed.multiworker import tf_config_from_environ
-
-    if environ.get("TF_CONFIG", "").strip():
-        return tf_config_from_environ(environ)
-    hosts_text = environ.get("SM_HOSTS", "").strip()
-    if not hosts_text:
-        return None
-    try:
-        hosts = json.loads(hosts_text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"SM_HOSTS: malformed JSON ({e.msg}): {hosts_text!r}") from None
-    if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) for h in hosts):
-        raise ConfigError(f"SM_HOSTS: must be a JSON list of host names, got {hosts_text!r}")
-    if len(hosts) == 1:
-        return None
-    current = environ.get("SM_CURRENT_HOST", "").strip()
-    if not current:
-        raise ConfigError(f"SM_HOSTS={hosts_text} names several hosts but SM_CURRENT_HOST "
-                          "is not set")
-    return sagemaker_tf_config(hosts, current, port)
-
-
 def process_environment(cfg: TrainerConfig, env: ContainerEnv) -> dict[str, str]:
     """Variables this process must set before TensorFlow starts."""
     out: dict[str, str] = {}
@@ -275,7 +229,7 @@ def process_environment(cfg: TrainerConfig, env: ContainerEnv) -> dict[str, str]
     dist = sm.distribution if sm else None
     if cfg.distributed.backend == "tf_multiworker" and len(env.hosts) > 1:
         port = dist.port if dist is not None and dist.kind == "tf_multiworker" else MULTIWORKER_PORT
-        out["TF_CONFIG"] = json.dumps(sagemaker_tf_config(env.hosts, env.current_host, port))
+        out["TF_CONFIG"] = json.dumps(env.cluster.tf_config(port))
     return out
 
 
@@ -283,7 +237,7 @@ def is_chief(cfg: TrainerConfig, env: ContainerEnv) -> bool:
     """Rank 0 of the job: writes the model and the summary."""
     if cfg.distributed.backend == "horovod":
         return env.rank == 0
-    return env.hosts.index(env.current_host) == 0
+    return env.cluster.rank == 0
 
 
 @contextlib.contextmanager

@@ -17,7 +17,8 @@ the job's key is as private as the job's own S3 input prefix (docs/sagemaker.md,
 between hosts").
 
 It is uploaded as ``DRIVER_SCRIPT`` by ``albertkit.sagemaker.plan`` and runs with the
-container's Python, outside albertkit's package; it imports nothing from albertkit.
+container's Python, outside albertkit's package; the one albertkit module it uses, the host
+list reader :mod:`albertkit.sagemaker.cluster`, is staged beside it as ``CLUSTER_MODULE``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+try:  # the copy staged beside this driver: the job's own version, image or not
+    from albertkit_cluster import read_sagemaker_cluster
+except ImportError:  # imported as albertkit.sagemaker.mpi_driver
+    from albertkit.sagemaker.cluster import read_sagemaker_cluster
+
 DRIVER_SCRIPT = "albertkit_mpi_driver.py"
 SSH_KEY_DIR = "albertkit_ssh"  # beside the driver: id_ed25519, id_ed25519.pub
 SSH_KEY_NAME = "id_ed25519"
@@ -39,7 +45,7 @@ HOROVOD_MPI_OPTIONS = ["--bind-to", "none", "--map-by", "slot"]
 
 def layout(environ: Mapping[str, str]) -> tuple[list[str], int]:
     """(sorted hosts, processes per host) from SM_HOSTS and the distributed config."""
-    hosts = sorted(json.loads(environ["SM_HOSTS"]))
+    hosts = read_sagemaker_cluster(environ).hosts
     distributed = json.loads(environ.get("SM_DISTRIBUTED_CONFIG") or "{}")
     per_host = int(distributed.get("process_count_per_node") or environ.get("SM_NUM_GPUS") or 1)
     return hosts, max(per_host, 1)
@@ -143,8 +149,8 @@ def main() -> int:
     # the SDK's mpirun command exports LD_LIBRARY_PATH by name (-x); images that do not set
     # it (this one loads CUDA through ld.so.conf) would make Open MPI complain
     environ.setdefault("LD_LIBRARY_PATH", "")
-    hosts, _ = layout(environ)
-    master, current = environ["SM_MASTER_ADDR"], environ["SM_CURRENT_HOST"]
+    cluster = read_sagemaker_cluster(environ)
+    hosts, master, current = cluster.hosts, environ["SM_MASTER_ADDR"], cluster.current_host
     # every host: its SM_* variables into /etc/environment (ranks started over ssh read them)
     write_env_vars_to_file()
     if not install_job_ssh_key(Path(__file__).resolve().parent / SSH_KEY_DIR):

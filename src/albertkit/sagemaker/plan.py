@@ -37,6 +37,7 @@ from typing import Any
 from albertkit.config import ConfigError, TrainerConfig
 from albertkit.fileio import atomic_write_text
 from albertkit.hardware import instance_spec
+from albertkit.sagemaker.cluster import CLUSTER_MODULE
 from albertkit.sagemaker.config import (
     CONFIG_HYPERPARAMETER,
     SageMakerConfig,
@@ -420,5 +421,6 @@ class JobPlan:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(Path(__file__).with_name("mpi_driver.py"), directory / DRIVER_SCRIPT)
+        shutil.copyfile(Path(__file__).with_name("cluster.py"), directory / CLUSTER_MODULE)
         write_job_ssh_key(directory / SSH_KEY_DIR)
         return directory

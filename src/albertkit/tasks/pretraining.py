@@ -29,17 +29,6 @@ if TYPE_CHECKING:
 
     from albertkit.models.footprint import RematMode
 
-PRETRAINING_FEATURES = (
-    "input_ids",
-    "input_mask",
-    "segment_ids",
-    "masked_lm_positions",
-    "masked_lm_ids",
-    "masked_lm_weights",
-    "next_sentence_labels",
-)
-
-
 class PretrainingTask(Task):
     """MLM + SOP pretraining of :class:`~albertkit.models.albert.AlbertForPretraining`.
 

@@ -30,7 +30,6 @@ per-answerability counts when asked.
 from __future__ import annotations
 
 import collections
-import json
 import re
 import string
 from collections.abc import Iterable, Mapping
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from albertkit.errors import SquadEvalError
+from albertkit.fileio import read_json
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -354,20 +354,8 @@ def evaluate(
 
 
 def load_json(path: str | Path, what: str) -> Any:
-    """Parse a JSON file; errors name the file, line and column."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SquadEvalError(f"{what} file not found: {path}") from None
-    except UnicodeDecodeError as e:
-        raise SquadEvalError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SquadEvalError(
-            f"{path}: line {e.lineno}, column {e.colno}: malformed JSON: {e.msg}"
-        ) from None
+    """Parse a JSON file; errors (:class:`SquadEvalError`) name the file, line and column."""
+    return read_json(path, f"{what} file", SquadEvalError)
 
 
 def evaluate_files(
