@@ -12,7 +12,6 @@
 * :mod:`albertkit.perf.noise` -- load before/during/after and round spread: whether a
   result is marked noisy;
 * :mod:`albertkit.perf.table` -- :func:`format_table`, the printed Markdown table;
-* :mod:`albertkit.perf.targets` -- the speed and memory targets checked from results;
 * :mod:`albertkit.perf.memory` -- FLOPs and the batch planner (pure functions; the memory
   estimate it plans with is :mod:`albertkit.models.footprint`);
 * :mod:`albertkit.perf.cost` -- the data-parallel communication-cost model.
