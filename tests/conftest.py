@@ -46,3 +46,23 @@ def tiny_config():
 def tiny_spec():
     """The tiny architecture (an ``AlbertSpec``)."""
     return make_tiny_config().model.spec
+
+
+# --------------------------------------------------------------------------- tokenizers
+@pytest.fixture(scope="session")
+def tiny_tokenizer_dir(tmp_path_factory):
+    """Factory: ``tiny_tokenizer_dir(vocab_size=1000)`` -> a trained SentencePiece tokenizer
+    directory (``spiece.model`` + Hugging Face files) on a small English corpus. Built once
+    per vocabulary size and session, and shared by every test that asks for that size: tests
+    must not write into it."""
+    from fixtures.tiny_tokenizer import build_tiny_tokenizer
+
+    built: dict[int, object] = {}
+
+    def make(vocab_size: int = 1000):
+        if vocab_size not in built:
+            out = tmp_path_factory.mktemp(f"tok{vocab_size}") / "tok"
+            built[vocab_size] = build_tiny_tokenizer(out, vocab_size=vocab_size)
+        return built[vocab_size]
+
+    return make

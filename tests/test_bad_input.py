@@ -25,7 +25,6 @@ from albertkit.cli import main
 from albertkit.config import ConfigError, TrainerConfig
 from albertkit.errors import CheckpointError
 from albertkit.training.trainer import AlbertTrainer
-from fixtures.tiny_tokenizer import build_tiny_tokenizer
 
 VOCAB = 400  # pieces of the session tokenizer
 MODEL = {"size": "tiny", "vocab_size": VOCAB, "hidden_size": 32, "embedding_size": 16,
@@ -36,9 +35,9 @@ CONTEXT = "The quick brown fox jumps over the lazy dog near the river bank."
 
 # ====================================================================== fixtures
 @pytest.fixture(scope="session")
-def tok_dir(tmp_path_factory) -> Path:
+def tok_dir(tiny_tokenizer_dir) -> Path:
     """A 400-piece tokenizer directory (spiece.model + Hugging Face files)."""
-    return build_tiny_tokenizer(tmp_path_factory.mktemp("badtok") / "tok", vocab_size=VOCAB)
+    return tiny_tokenizer_dir(VOCAB)
 
 
 @pytest.fixture(scope="session")

@@ -20,14 +20,13 @@ from albertkit.tasks.classification import (
     pearson,
     spearman,
 )
-from fixtures.tiny_tokenizer import build_tiny_tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture(scope="session")
-def tok_dir(tmp_path_factory):
-    return build_tiny_tokenizer(tmp_path_factory.mktemp("gluetok") / "tok")
+def tok_dir(tiny_tokenizer_dir):
+    return tiny_tokenizer_dir()
 
 
 # --------------------------------------------------------------------------- metrics

@@ -10,14 +10,13 @@ import pytest
 
 from albertkit.data.finetune import load_hf_tokenizer
 from albertkit.data.squad import SquadFormatError, convert_examples, read_squad
-from fixtures.tiny_tokenizer import build_tiny_tokenizer
 
 SMALL = dict(max_seq_length=48, doc_stride=12, max_query_length=16)
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    return load_hf_tokenizer(build_tiny_tokenizer(tmp_path_factory.mktemp("tok") / "tok"))
+def tokenizer(tiny_tokenizer_dir):
+    return load_hf_tokenizer(tiny_tokenizer_dir())
 
 
 # ====================================================================== SQuAD windows

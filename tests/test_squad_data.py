@@ -21,7 +21,6 @@ from albertkit.data.squad import (
 from albertkit.errors import SquadFormatError
 from albertkit.tasks import squad_metrics as sm
 from albertkit.tasks.squad import postprocess
-from fixtures.tiny_tokenizer import build_tiny_tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V1 = FIXTURES / "squad_v1_small.json"
@@ -29,8 +28,8 @@ V2 = FIXTURES / "squad_v2_small.json"
 
 
 @pytest.fixture(scope="session")
-def tokenizer(tmp_path_factory):
-    return load_hf_tokenizer(build_tiny_tokenizer(tmp_path_factory.mktemp("tok") / "tok"))
+def tokenizer(tiny_tokenizer_dir):
+    return load_hf_tokenizer(tiny_tokenizer_dir())
 
 
 # --------------------------------------------------------------------------- reading

@@ -9,17 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures.tiny_tokenizer import build_tiny_tokenizer
-
 FIXTURES = Path(__file__).parent / "fixtures"
 V1 = FIXTURES / "squad_v1_small.json"
 V2 = FIXTURES / "squad_v2_small.json"
 
 
 @pytest.fixture(scope="session")
-def tok_dir(tmp_path_factory):
+def tok_dir(tiny_tokenizer_dir):
     # 2500 pieces: all but one question fit one 160-token window with their context
-    return build_tiny_tokenizer(tmp_path_factory.mktemp("squadtok") / "tok", vocab_size=2500)
+    return tiny_tokenizer_dir(2500)
 
 
 def _cfg(tok_dir, tmp_path, version, seq=160, steps=300, **runtime):
