@@ -50,9 +50,8 @@ class PretrainingTask(Task):
         dtype: Keras dtype policy name (``runtime.precision``).
         remat: what the backward pass recomputes (``RematMode``: none, selective, full).
 
-    Example (a tiny model on a batch of random but valid examples):
+    Example (a tiny model on a batch of random token ids, every prediction slot in use):
         >>> import keras
-        >>> from albertkit.data.pretraining_dataset import build_synthetic_dataset
         >>> spec = AlbertSpec(vocab_size=101, embedding_size=16, hidden_size=32,
         ...                   num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
         ...                   max_position_embeddings=64)
@@ -60,9 +59,11 @@ class PretrainingTask(Task):
         ...                        micro_batch_size=4)
         >>> keras.utils.set_random_seed(0)
         >>> model = task.build_model()
-        >>> batch = next(iter(build_synthetic_dataset(
-        ...     vocab_size=101, seq_length=16, max_predictions_per_seq=3, batch_size=4,
-        ...     num_examples=4, seed=0)))
+        >>> rng = np.random.default_rng(0)
+        >>> batch = {**task.dummy_batch(4), "input_ids": rng.integers(5, 101, (4, 16)),
+        ...          "masked_lm_positions": np.tile([1, 5, 9], (4, 1)),
+        ...          "masked_lm_ids": rng.integers(5, 101, (4, 3)),
+        ...          "masked_lm_weights": np.ones((4, 3), np.float32)}
         >>> loss, stats = task.loss_and_stats(model, batch, training=True)
         >>> sorted(stats)  # sums, so that micro-batches and replicas add up
         ['examples', 'mlm_correct', 'mlm_loss_sum', 'mlm_weight', 'sop_correct', 'sop_loss_sum']
