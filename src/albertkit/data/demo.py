@@ -15,8 +15,8 @@ Together about 2 MB of sentences, several times the 0.3 MB on which a tiny model
 overfit. Documents are split once, by a seeded permutation, into training and held-out sets
 (disjoint documents); the tokenizer is trained on the training documents only.
 
-Example (building the data takes a minute, trains a tokenizer and writes ~2 MB, so it is
-not run here):
+Example (building the data reads ~2 MB of text, trains a tokenizer on it and writes the
+example shards: too slow to run as a test, so the first two lines are skipped):
     >>> files = prepare_demo_data(DemoData(), Path("runs/demo/data"), seed=0)  # doctest: +SKIP
     >>> files.vocab_size  # doctest: +SKIP
     3000

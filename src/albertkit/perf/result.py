@@ -21,8 +21,8 @@ sequence on a device whose matmul probe ran at 200 GFLOP/s):
     >>> stats["training_bytes"] >> 20, round(stats["mfu"], 3)  # MiB above the baseline; MFU
     (400, 0.727)
 
-    A file written by ``albertkit benchmark --json`` reads back typed; anything else is
-    refused with the file and the field:
+    A file written by ``albertkit benchmark --json`` reads back typed (not run here: making
+    one takes a benchmark run); anything else is refused with the file and the field:
 
     >>> result = BenchmarkResult.read("base128.json")  # doctest: +SKIP
     >>> result.results["albertkit"].sequences_per_s  # doctest: +SKIP

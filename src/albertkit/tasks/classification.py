@@ -140,7 +140,8 @@ class ClassificationTask(Task):
     Example (SST-2-style files, a tokenizer trained on their sentences, a tiny model):
         >>> from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
         >>> from albertkit.distributed.single import SingleProcess
-        >>> good, bad = "great fine warm bright lovely".split(), "dull awful cold dark boring".split()
+        >>> good = ["great", "fine", "warm", "bright", "lovely"]
+        >>> bad = ["dull", "awful", "cold", "dark", "boring"]
         >>> rows = [(f"a {word} film about {topic}.", int(word in good)) for word in good + bad
         ...         for topic in ("love", "war", "ships", "kings")]
         >>> tsv = "sentence\\tlabel\\n" + "".join(f"{text}\\t{label}\\n" for text, label in rows)

@@ -68,7 +68,7 @@ class PretrainingTask(Task):
         >>> sorted(stats)  # sums, so that micro-batches and replicas add up
         ['examples', 'mlm_correct', 'mlm_loss_sum', 'mlm_weight', 'sop_correct', 'sop_loss_sum']
         >>> metrics = task.metrics(stats)
-        >>> round(metrics["mlm_loss"], 1), round(metrics["sop_loss"], 1)  # ln(101), ln(2): untrained
+        >>> round(metrics["mlm_loss"], 1), round(metrics["sop_loss"], 1)  # untrained: ln 101, ln 2
         (4.6, 0.7)
     """
 
