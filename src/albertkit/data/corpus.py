@@ -17,10 +17,16 @@ almost always a failed download or export.
 Large uncompressed files are cut into byte ranges at line (or blank-line) boundaries so
 several processes can read and tokenize one file; see :func:`plan_chunks`.
 
-Example:
+Example (two documents, one sentence per line, in a gzip file):
+    >>> with gzip.open("part-0.txt.gz", "wt", encoding="utf-8") as f:
+    ...     _ = f.write("The first sentence.\\nThe second one.\\n\\nA new document.\\nIts end.\\n")
     >>> stats = ReadStats()
-    >>> docs = list(read_documents(["corpus/*.txt.gz"], input_format="sentence_per_line",
-    ...                            stats=stats))  # doctest: +SKIP
+    >>> docs = list(read_documents(["part-*.txt.gz"], input_format="sentence_per_line",
+    ...                            stats=stats))
+    >>> [(doc.line, doc.sentences) for doc in docs]
+    [(1, ['The first sentence.', 'The second one.']), (4, ['A new document.', 'Its end.'])]
+    >>> stats.lines, stats.documents, stats.skipped_lines
+    (5, 2, 0)
 """
 
 from __future__ import annotations

@@ -15,10 +15,14 @@ Together about 2 MB of sentences, several times the 0.3 MB on which a tiny model
 overfit. Documents are split once, by a seeded permutation, into training and held-out sets
 (disjoint documents); the tokenizer is trained on the training documents only.
 
-Example:
+Example (building the data reads ~2 MB of text, trains a tokenizer on it and writes the
+example shards: too slow to run as a test, so the first two lines are skipped):
     >>> files = prepare_demo_data(DemoData(), Path("runs/demo/data"), seed=0)  # doctest: +SKIP
     >>> files.vocab_size  # doctest: +SKIP
     3000
+    >>> cfg = demo_config(max_steps=200)  # what ``albertkit demo --steps 200`` trains
+    >>> cfg.model.size, cfg.data.kind, cfg.runtime.max_steps, cfg.runtime.eval_every_steps
+    ('tiny', 'demo', 200, 50)
 """
 
 from __future__ import annotations

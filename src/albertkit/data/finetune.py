@@ -78,8 +78,15 @@ class FinetuneDatasets:
         tokenizer_dir: the tokenizer the features were made with (copied into the run).
 
     Example:
-        >>> data = FinetuneDatasets({"input_ids": ids, "labels": y}, None, 32, 0, SingleProcess())
-        >>> batch = next(iter(data.train(skip_micro_batches=0, accum=2)))  # [2, 32, ...]
+        >>> from albertkit.distributed.single import SingleProcess
+        >>> ids = np.arange(40, dtype=np.int32).reshape(10, 4)  # 10 examples of 4 tokens
+        >>> y = np.arange(10, dtype=np.int32) % 2
+        >>> data = FinetuneDatasets({"input_ids": ids, "labels": y}, None, 4, 0, SingleProcess())
+        >>> data.num_train, data.has_eval
+        (10, False)
+        >>> batch = next(iter(data.train(skip_micro_batches=0, accum=2)))
+        >>> {name: tuple(t.shape) for name, t in batch.items()}  # [accum, micro_batch, ...]
+        {'input_ids': (2, 4, 4), 'labels': (2, 4)}
     """
 
     def __init__(

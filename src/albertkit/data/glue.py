@@ -226,9 +226,11 @@ def read_examples(
     """Read a TSV/CSV/JSONL file of (text_a[, text_b], label) records.
 
     Example:
-        >>> examples = read_examples("glue/SST-2/dev.tsv", task="sst2")
-        >>> examples[0].label in ("0", "1")
-        True
+        >>> _ = Path("dev.tsv").write_text("sentence\\tlabel\\na gripping film .\\t1\\n"
+        ...                                "dull and slow .\\t0\\n")
+        >>> examples = read_examples("dev.tsv", task="sst2")  # SST-2's columns
+        >>> len(examples), examples[0]
+        (2, TextExample(text_a='a gripping film .', text_b=None, label='1', where='dev.tsv:2'))
     """
     path = Path(path)
     fmt_ = detect_format(path, fmt)

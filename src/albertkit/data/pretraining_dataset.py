@@ -23,10 +23,32 @@ Corrupt shards: when the expected record count of a file is known (``manifest.js
 it, else a quick scan of its record framing), a file whose records fail their CRC or that
 ends early raises ``InvalidArgumentError`` naming the file.
 
-Example:
-    >>> ds = build_pretraining_dataset(["data/train-00000-of-00004.tfrecord"], seq_length=128,
-    ...                                max_predictions_per_seq=20, batch_size=32)  # doctest: +SKIP
-    >>> batch = next(iter(ds))  # doctest: +SKIP
+Example (a shard of 8 statically masked examples, written here; real shards come from
+:func:`albertkit.data.writer.prepare_pretraining_data`):
+    >>> import numpy as np
+    >>> from albertkit.data.tfrecord import RecordWriter, encode_examples
+    >>> n, L, P = 8, 16, 3
+    >>> ids = np.random.default_rng(0).integers(5, 100, (n, L))
+    >>> examples = {"input_ids": ids, "input_mask": np.ones((n, L), int),
+    ...             "segment_ids": np.zeros((n, L), int),
+    ...             "masked_lm_positions": np.tile([1, 2, 3], (n, 1)),
+    ...             "masked_lm_ids": ids[:, 1:4], "masked_lm_weights": np.ones((n, P), np.float32),
+    ...             "next_sentence_labels": np.zeros((n, 1), int)}
+    >>> with RecordWriter("train-00000-of-00001.tfrecord") as shard:
+    ...     for record in encode_examples(examples):
+    ...         shard.write(record)
+    >>> ds = build_pretraining_dataset(["train-*.tfrecord"], seq_length=L,
+    ...                                max_predictions_per_seq=P, batch_size=4)
+    >>> batch = next(iter(ds))
+    >>> for name, t in sorted(batch.items()):
+    ...     print(f"{name:21} {t.dtype.name:8} {t.shape.as_list()}")
+    input_ids             int32    [4, 16]
+    input_mask            int32    [4, 16]
+    masked_lm_ids         int32    [4, 3]
+    masked_lm_positions   int32    [4, 3]
+    masked_lm_weights     float32  [4, 3]
+    next_sentence_labels  int32    [4]
+    segment_ids           int32    [4, 16]
 """
 
 from __future__ import annotations

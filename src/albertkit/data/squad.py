@@ -179,8 +179,15 @@ def read_squad(path: str | Path, version: str) -> list[SquadExample]:
     """Read and validate an official SQuAD v1.1/v2.0 JSON file.
 
     Example:
-        >>> examples = read_squad("train-v2.0.json", version="2.0")
-        >>> examples[0].qid, examples[0].is_impossible
+        >>> qas = [{"id": "q1", "question": "What does it train?", "is_impossible": False,
+        ...         "answers": [{"text": "ALBERT models", "answer_start": 17}]},
+        ...        {"id": "q2", "question": "Who wrote it?", "is_impossible": True, "answers": []}]
+        >>> paragraph = {"context": "albertkit trains ALBERT models.", "qas": qas}
+        >>> squad = {"version": "v2.0", "data": [{"title": "Kit", "paragraphs": [paragraph]}]}
+        >>> _ = Path("dev-v2.0.json").write_text(json.dumps(squad))
+        >>> examples = read_squad("dev-v2.0.json", version="2.0")
+        >>> [(e.qid, e.is_impossible, [a.text for a in e.answers]) for e in examples]
+        [('q1', False, ['ALBERT models']), ('q2', True, [])]
     """
     return parse_squad(read_squad_json(path), version, source=str(path))
 

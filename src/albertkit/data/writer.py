@@ -26,10 +26,19 @@ Feature format (Google ALBERT): static files hold ``input_ids``, ``input_mask``,
 ``input_mask``, ``segment_ids``, ``token_boundary`` (1 = word start) and
 ``next_sentence_labels``, and are masked by the reader.
 
-Example:
-    >>> cfg = PretrainingDataConfig(inputs=["corpus/*.txt"], seq_length=128,
-    ...                             max_predictions_per_seq=20)          # doctest: +SKIP
-    >>> manifest = prepare_pretraining_data(cfg, "tok/", "data/", num_workers=2)  # doctest: +SKIP
+Example (a corpus of 40 small documents, one per line, and a tokenizer trained on it):
+    >>> from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
+    >>> docs = [" ".join(f"Document {d} has sentence {s}, a short one." for s in range(6))
+    ...         for d in range(40)]
+    >>> _ = Path("corpus.txt").write_text("\\n".join(docs) + "\\n")
+    >>> tok = train_tokenizer(["corpus.txt"], "tok", TokenizerConfig(vocab_size=40, num_threads=1))
+    >>> cfg = PretrainingDataConfig(inputs=["corpus.txt"], seq_length=32,
+    ...                             max_predictions_per_seq=5, dupe_factor=1, num_shards=2)
+    >>> manifest = prepare_pretraining_data(cfg, tok, "data", num_workers=1, progress=False)
+    >>> shard_files("data")
+    ['data/train-00000-of-00002.tfrecord', 'data/train-00001-of-00002.tfrecord']
+    >>> manifest["documents"], [shard["examples"] for shard in manifest["shards"]]
+    ({'train': 40}, [120, 120])
 """
 
 from __future__ import annotations

@@ -78,9 +78,19 @@ class HorovodDistributor:
             :mod:`albertkit.distributed.compression`).
         pin_gpus: show each process only GPU ``local_rank``.
 
-    Example:
-        >>> dist = HorovodDistributor()          # under: horovodrun -np 2 --gloo python ...
-        >>> dist.reduce_mean([tf.constant(float(dist.rank))])  # -> [0.5] on both ranks
+    Example (each of two processes started by ``horovodrun -np 2 --gloo python ...`` runs
+    this; not run here, it needs the launcher):
+        >>> dist = HorovodDistributor()  # doctest: +SKIP
+        >>> [float(t) for t in dist.reduce_mean([tf.constant(float(dist.rank))])]  # doctest: +SKIP
+        [0.5]
+
+        A process started without a launcher is a job of one (and logs a warning saying so):
+
+        >>> dist = HorovodDistributor(pin_gpus=False)
+        >>> dist.rank, dist.size, dist.is_chief
+        (0, 1, True)
+        >>> [float(t) for t in dist.reduce_mean([tf.constant(3.0)])]
+        [3.0]
     """
 
     def __init__(self, fp16_compression: bool = False, pin_gpus: bool = True) -> None:

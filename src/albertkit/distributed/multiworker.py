@@ -141,10 +141,23 @@ class MultiWorkerDistributor:
         strategy: use this strategy instead of building one (tests inject a
             ``MirroredStrategy`` over logical CPUs to exercise several local replicas).
 
-    Example:
-        >>> dist = MultiWorkerDistributor(tf_config_from_environ(os.environ))
-        >>> with dist.scope():
-        ...     model = build_model()
+    Example (a launcher sets ``TF_CONFIG`` for each worker; here the second of two):
+        >>> tf_config = tf_config_from_environ({"TF_CONFIG": json.dumps({
+        ...     "cluster": {"worker": ["host1:2222", "host2:2222"]},
+        ...     "task": {"type": "worker", "index": 1}})})
+        >>> cluster_position(tf_config)  # (rank, size)
+        (1, 2)
+
+        Without ``TF_CONFIG`` this machine is the whole job, which runs here:
+
+        >>> dist = MultiWorkerDistributor(tf_config_from_environ({}))
+        >>> dist.rank, dist.size, dist.is_chief
+        (0, 1, True)
+        >>> with dist.scope():  # models and optimizers are built inside
+        ...     weight = tf.Variable(1.0)
+        >>> summed = dist.run(lambda x: dist.reduce_sum({"x": x}), tf.constant(2.0))
+        >>> float(dist.local_value(summed)["x"])
+        2.0
     """
 
     def __init__(self, tf_config: dict[str, Any] | None = None, fp16_compression: bool = False,

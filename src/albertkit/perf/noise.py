@@ -95,10 +95,14 @@ class LoadMonitor:
     ``load_average`` and ``runnable`` are the two readings (injectable, e.g. for tests);
     ``own_pids`` grows with :meth:`add_pid` as worker processes start.
 
-    Example:
-        >>> monitor = LoadMonitor()            # reads the load average before: now
-        >>> monitor.add_pid(worker.pid)        # doctest: +SKIP
-        >>> monitor.start(); ...; monitor.stop()  # doctest: +SKIP
+    Example (with fixed readings; by default they come from ``/proc``):
+        >>> monitor = LoadMonitor(interval=0.01, load_average=lambda: 0.5,
+        ...                       runnable=lambda own_pids: 1.0)  # reads "before" now
+        >>> monitor.add_pid(4242)  # a worker process: its threads are not load
+        >>> monitor.start()  # ... the benchmark runs ...
+        >>> monitor.stop()
+        >>> monitor.before, monitor.during, monitor.after
+        (0.5, 1.0, 0.5)
     """
 
     def __init__(

@@ -10,10 +10,27 @@ Optional figures (the input pipeline, the step breakdown, the allocator peak tha
 TensorFlow reports, the comparison with Hugging Face) are ``None`` when not measured and
 left out of the JSON file.
 
-Example:
-    >>> result = BenchmarkResult.read("base128.json")        # doctest: +SKIP
-    >>> result.results["albertkit"].sequences_per_s          # doctest: +SKIP
+Example (the statistics of one round of three steps of 8 sequences, at 2 GFLOP per
+sequence on a device whose matmul probe ran at 200 GFLOP/s):
+    >>> rounds = [Round(times=[0.10, 0.12, 0.11], cpu_s=0.6, peak_bytes=900 << 20,
+    ...                 matmul_flops_per_s=2e11, matmul_n=1024, matmul_dtype="float32")]
+    >>> stats = FrameworkResult.statistics_fields({"baseline_rss": 500 << 20}, rounds,
+    ...                                           per_step=8, flops_per_sequence=2e9)
+    >>> round(stats["step_s_median"], 3), round(stats["sequences_per_s"], 1)
+    (0.11, 72.7)
+    >>> stats["training_bytes"] >> 20, round(stats["mfu"], 3)  # MiB above the baseline; MFU
+    (400, 0.727)
+
+    A file written by ``albertkit benchmark --json`` reads back typed (not run here: making
+    one takes a benchmark run); anything else is refused with the file and the field:
+
+    >>> result = BenchmarkResult.read("base128.json")  # doctest: +SKIP
+    >>> result.results["albertkit"].sequences_per_s  # doctest: +SKIP
     41.3
+    >>> _ = Path("notes.json").write_text('{"settings": {}}')
+    >>> BenchmarkResult.read("notes.json")
+    Traceback (most recent call last):
+    albertkit.errors.BenchmarkError: notes.json: not an `albertkit benchmark --json` result: ...
 """
 
 from __future__ import annotations

@@ -14,10 +14,15 @@ With ``processes`` above 1, albertkit's step also runs as that many local tf_mul
 processes (``python -m albertkit.perf rank``, started by the local launcher); rank 0
 prints its figures on one marked line.
 
-Example:
-    >>> result = measure(BenchmarkSettings(size="tiny", seq_length=32, micro_batch=2,
-    ...                                    steps=2, warmup=1, rounds=1))  # doctest: +SKIP
-    >>> print(format_table(result))                                       # doctest: +SKIP
+Example (``measure`` starts a TensorFlow worker process and times training steps, which
+takes longer than a test should; the settings are checked here):
+    >>> settings = BenchmarkSettings(size="tiny", seq_length=32, micro_batch=2,
+    ...                              steps=2, warmup=1, rounds=1)
+    >>> settings.sequences_per_step, settings.compare  # albertkit alone
+    (2, [])
+    >>> result = measure(settings)  # doctest: +SKIP
+    >>> from albertkit.perf.table import format_table
+    >>> print(format_table(result))  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -15,10 +15,24 @@ It reads what every run directory holds (``metrics.jsonl``, ``summary.json``,
   curve's values also go to ``squad_threshold.json``);
 * ``report.md``: the key numbers of ``summary.json`` and the charts.
 
-Example:
-    >>> report = write_run_report("runs/demo")            # doctest: +SKIP
-    >>> sorted(report.charts)                              # doctest: +SKIP
-    ['accuracy', 'grad_norm', 'learning_rate', 'loss', 'throughput']
+Example (a run directory with four logged steps and nothing else):
+    >>> run = Path("run")
+    >>> run.mkdir()
+    >>> records = [{"kind": "train", "step": s, "loss": 6.0 / s, "learning_rate": 1e-3}
+    ...            for s in (1, 2, 3, 4)]
+    >>> _ = (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in records))
+    >>> report = write_run_report(run)
+    >>> list(report.charts), str(report.markdown)
+    (['loss', 'learning_rate'], 'run/report/report.md')
+    >>> for note in report.notes:
+    ...     print(note)
+    no summary.json: the run is still going or was killed; the numbers below are the last
+    logged values
+    accuracy.png skipped: no accuracy values logged
+    throughput.png skipped: no seq_per_s logged
+
+    A training run's logs also give the ``accuracy``, ``throughput`` and ``grad_norm``
+    charts.
 """
 
 from __future__ import annotations

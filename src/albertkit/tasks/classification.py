@@ -137,10 +137,31 @@ class ClassificationTask(Task):
         dtype: Keras dtype policy name (``runtime.precision``).
         remat: what the backward pass recomputes (``RematMode``: none, selective, full).
 
-    Example:
-        >>> task = ClassificationTask(spec, cfg.data, micro_batch_size=32)
+    Example (SST-2-style files, a tokenizer trained on their sentences, a tiny model):
+        >>> from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
+        >>> from albertkit.distributed.single import SingleProcess
+        >>> good = ["great", "fine", "warm", "bright", "lovely"]
+        >>> bad = ["dull", "awful", "cold", "dark", "boring"]
+        >>> rows = [(f"a {word} film about {topic}.", int(word in good)) for word in good + bad
+        ...         for topic in ("love", "war", "ships", "kings")]
+        >>> tsv = "sentence\\tlabel\\n" + "".join(f"{text}\\t{label}\\n" for text, label in rows)
+        >>> for name in ("train.tsv", "dev.tsv"):
+        ...     _ = Path(name).write_text(tsv)
+        >>> _ = train_tokenizer(None, "tok", TokenizerConfig(vocab_size=40, num_threads=1),
+        ...                     sentences=[text for text, _ in rows])
+        >>> cfg = TrainerConfig.from_dict({
+        ...     "model": {"size": "tiny", "vocab_size": 101, "hidden_size": 32,
+        ...               "embedding_size": 16, "num_attention_heads": 2,
+        ...               "intermediate_size": 64, "max_position_embeddings": 64},
+        ...     "data": {"kind": "classification", "task": "sst2", "train_file": "train.tsv",
+        ...              "eval_file": "dev.tsv", "tokenizer": "tok", "max_seq_length": 16}})
+        >>> task = ClassificationTask(cfg.model.spec, cfg.data, micro_batch_size=8)
+        >>> task.num_labels, task.best_metric
+        (2, ('accuracy', True))
         >>> model = task.build_model()
         >>> metrics = task.evaluate(model, None, task.datasets(cfg, SingleProcess()), cfg, None)
+        >>> sorted(metrics), metrics["examples"]
+        (['accuracy', 'accuracy_f1', 'examples', 'f1', 'loss', 'mcc'], 40.0)
     """
 
     name = "classification"

@@ -39,11 +39,26 @@ class PretrainingTask(Task):
         dtype: Keras dtype policy name (``runtime.precision``).
         remat: what the backward pass recomputes (``RematMode``: none, selective, full).
 
-    Example:
-        >>> task = PretrainingTask(spec, seq_length=128, max_predictions_per_seq=20,
-        ...                        micro_batch_size=32)
+    Example (a tiny model on a batch of random token ids, every prediction slot in use):
+        >>> import keras
+        >>> spec = AlbertSpec(vocab_size=101, embedding_size=16, hidden_size=32,
+        ...                   num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        ...                   max_position_embeddings=64)
+        >>> task = PretrainingTask(spec, seq_length=16, max_predictions_per_seq=3,
+        ...                        micro_batch_size=4)
+        >>> keras.utils.set_random_seed(0)
         >>> model = task.build_model()
+        >>> rng = np.random.default_rng(0)
+        >>> batch = {**task.dummy_batch(4), "input_ids": rng.integers(5, 101, (4, 16)),
+        ...          "masked_lm_positions": np.tile([1, 5, 9], (4, 1)),
+        ...          "masked_lm_ids": rng.integers(5, 101, (4, 3)),
+        ...          "masked_lm_weights": np.ones((4, 3), np.float32)}
         >>> loss, stats = task.loss_and_stats(model, batch, training=True)
+        >>> sorted(stats)  # sums, so that micro-batches and replicas add up
+        ['examples', 'mlm_correct', 'mlm_loss_sum', 'mlm_weight', 'sop_correct', 'sop_loss_sum']
+        >>> metrics = task.metrics(stats)
+        >>> round(metrics["mlm_loss"], 1), round(metrics["sop_loss"], 1)  # untrained: ln 101, ln 2
+        (4.6, 0.7)
     """
 
     name = "pretraining"
@@ -211,12 +226,12 @@ class MaskedTargetCounts:
     The baseline it gives, always predicting the most frequent target, is the accuracy a
     model reaches from unigram counts alone.
 
-    Example:
-        >>> counts = MaskedTargetCounts(vocab_size)
-        >>> for batch in eval_batches:
-        ...     counts.add(batch)
-        >>> counts.baseline()  # doctest: +SKIP
-        {'token_id': 9, 'accuracy': 0.031, 'targets': 5120}
+    Example (two sequences of three prediction slots; the last slot of the second is padding):
+        >>> counts = MaskedTargetCounts(vocab_size=10)
+        >>> counts.add({"masked_lm_ids": np.array([[7, 7, 3], [7, 2, 0]]),
+        ...             "masked_lm_weights": np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])})
+        >>> counts.baseline()  # token 7 is 3 of the 5 targets
+        {'token_id': 7, 'accuracy': 0.6, 'targets': 5}
     """
 
     def __init__(self, vocab_size: int) -> None:

@@ -200,11 +200,41 @@ class SquadTask(Task):
         dtype: Keras dtype policy name (``runtime.precision``).
         remat: what the backward pass recomputes (``RematMode``: none, selective, full).
 
-    Example:
-        >>> task = SquadTask(spec, cfg.data, micro_batch_size=32, dtype="float32")
+    Example (five SQuAD v1.1 questions, a tokenizer trained on their text, a tiny model):
+        >>> from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
+        >>> from albertkit.distributed.single import SingleProcess
+        >>> def paragraph(i, color, port):
+        ...     context = f"The {color} ship sailed to {port} in the spring."
+        ...     answer = {"text": port, "answer_start": context.index(port)}
+        ...     question = f"Where did the {color} ship sail?"
+        ...     return {"context": context,
+        ...             "qas": [{"id": f"q{i}", "question": question, "answers": [answer]}]}
+        >>> paragraphs = [paragraph(i, color, port) for i, (color, port) in enumerate(
+        ...     zip(["red", "blue", "green", "white", "black"],
+        ...         ["Lisbon", "Genoa", "Bergen", "Tunis", "Riga"]))]
+        >>> squad = {"version": "1.1", "data": [{"title": "Ships", "paragraphs": paragraphs}]}
+        >>> _ = Path("dev.json").write_text(json.dumps(squad))
+        >>> texts = [t for p in paragraphs for t in (p["context"], p["qas"][0]["question"])]
+        >>> _ = train_tokenizer(None, "tok", TokenizerConfig(vocab_size=40, num_threads=1),
+        ...                     sentences=texts)
+        >>> cfg = TrainerConfig.from_dict({
+        ...     "model": {"size": "tiny", "vocab_size": 101, "hidden_size": 32,
+        ...               "embedding_size": 16, "num_attention_heads": 2,
+        ...               "intermediate_size": 64, "max_position_embeddings": 64},
+        ...     "data": {"kind": "squad", "version": "1.1", "train_file": "dev.json",
+        ...              "eval_file": "dev.json", "tokenizer": "tok", "max_seq_length": 32,
+        ...              "max_query_length": 12, "doc_stride": 8},
+        ...     "logging": {"progress_bar": False}})
+        >>> task = SquadTask(cfg.model.spec, cfg.data, micro_batch_size=4, dtype="float32")
+        >>> task.best_metric
+        ('f1', True)
         >>> model = task.build_model()
         >>> data = task.datasets(cfg, SingleProcess())
-        >>> metrics = task.evaluate(model, None, data, cfg, run_dir)  # {"exact", "f1", ...}
+        >>> metrics = task.evaluate(model, None, data, cfg, "run")  # the official keys
+        >>> sorted(metrics)
+        ['exact_match', 'f1']
+        >>> sorted(path.name for path in Path("run/squad_eval").iterdir())
+        ['eval_results.json', 'nbest_predictions.json', 'predictions.json']
     """
 
     name = "squad"
