@@ -11,7 +11,8 @@ from typing import Any
 
 def accumulation_batches(micro_batches: Any, accum: int, distributor: Any) -> Any:
     """``[accum, micro_batch, ...]`` batches from a ``tf.data`` stream of micro-batches,
-    distributed to the replicas by ``distributor``.
+    distributed to the replicas by ``distributor`` (a ``Distributor``: typed ``Any`` because
+    data/ sits below distributed/ in the import layers).
 
     Incomplete groups are dropped: a step always sees ``accum`` full micro-batches, so the
     resume position (micro-batches consumed) is ``step * accum`` exactly.

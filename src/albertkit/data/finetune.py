@@ -95,7 +95,7 @@ class FinetuneDatasets:
         eval: Mapping[str, np.ndarray] | None,
         micro_batch_size: int,
         seed: int,
-        distributor: Any,
+        distributor: Any,  # a Distributor (data/ sits below distributed/)
         eval_steps: int | None = None,
         tokenizer_dir: str | Path | None = None,
     ) -> None:

@@ -16,6 +16,7 @@ from albertkit.perf.settings import BenchmarkSettings
 
 if TYPE_CHECKING:
     from albertkit.config import TrainerConfig
+    from albertkit.distributed import Distributor
 
 
 def random_batch(settings: BenchmarkSettings, rng) -> dict[str, Any]:
@@ -85,7 +86,7 @@ class AlbertkitWorker:
     ``tf.data`` dataset through ``distributor.distribute_dataset``, as in the trainer.
     """
 
-    def __init__(self, settings: BenchmarkSettings, distributor: Any = None) -> None:
+    def __init__(self, settings: BenchmarkSettings, distributor: Distributor | None = None) -> None:
         self.s = settings
         self.memory = PeakMemory()
         self.distributor = distributor

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from albertkit.config import TrainerConfig
     from albertkit.config.sizes import AlbertSpec
+    from albertkit.distributed import Distributor
     from albertkit.models.footprint import RematMode
 
     Batch = Mapping[str, tf.Tensor]
@@ -138,7 +139,7 @@ class Task(abc.ABC):
         """Human-facing metrics from summed stats (works on floats or tensors)."""
 
     @abc.abstractmethod
-    def datasets(self, cfg: TrainerConfig, distributor: Any) -> TaskData:
+    def datasets(self, cfg: TrainerConfig, distributor: Distributor) -> TaskData:
         """This process's train/eval pipelines, sharded by ``distributor``."""
 
     @abc.abstractmethod

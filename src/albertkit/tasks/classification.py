@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import keras
     import tensorflow as tf
 
+    from albertkit.distributed import Distributor
     from albertkit.models.footprint import RematMode
 
 log = logging.getLogger(__name__)
@@ -341,7 +342,7 @@ class ClassificationTask(Task):
             self._eval_arrays = self.features(self.read(self.data.eval_file))
         return self._eval_arrays
 
-    def datasets(self, cfg: TrainerConfig, distributor: Any) -> FinetuneDatasets:
+    def datasets(self, cfg: TrainerConfig, distributor: Distributor) -> FinetuneDatasets:
         """Train / eval pipelines (see :class:`~albertkit.data.finetune.FinetuneDatasets`).
 
         Training features are built on the first ``train()`` call.

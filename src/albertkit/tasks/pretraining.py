@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import keras
     import tensorflow as tf
 
+    from albertkit.distributed import Distributor
     from albertkit.models.footprint import RematMode
 
 class PretrainingTask(Task):
@@ -171,7 +172,7 @@ class PretrainingTask(Task):
         }
 
     # ------------------------------------------------------------------ data
-    def datasets(self, cfg: TrainerConfig, distributor: Any) -> PretrainingData:
+    def datasets(self, cfg: TrainerConfig, distributor: Distributor) -> PretrainingData:
         """Train / eval pipelines of the pretraining data kinds (demo, tfrecord, synthetic)."""
         return PretrainingData(cfg, self, distributor)
 
@@ -270,7 +271,7 @@ class PretrainingData:
     ``synthetic`` generates random valid examples.
     """
 
-    def __init__(self, cfg: TrainerConfig, task: PretrainingTask, distributor: Any) -> None:
+    def __init__(self, cfg: TrainerConfig, task: PretrainingTask, distributor: Distributor) -> None:
         self.cfg = cfg
         self.task = task
         self.distributor = distributor

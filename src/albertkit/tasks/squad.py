@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     import keras
     import tensorflow as tf
 
+    from albertkit.distributed import Distributor
     from albertkit.models.footprint import RematMode
 
 log = logging.getLogger(__name__)
@@ -370,7 +371,7 @@ class SquadTask(Task):
             )
         return self._eval
 
-    def datasets(self, cfg: TrainerConfig, distributor: Any) -> FinetuneDatasets:
+    def datasets(self, cfg: TrainerConfig, distributor: Distributor) -> FinetuneDatasets:
         """Train / eval pipelines (see :class:`~albertkit.data.finetune.FinetuneDatasets`).
 
         The training set is read and converted on the first ``train()`` call, so evaluating a

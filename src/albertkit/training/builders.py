@@ -18,6 +18,7 @@ from albertkit.config import ConfigError, TrainerConfig
 from albertkit.config.sizes import AlbertSpec
 
 if TYPE_CHECKING:
+    from albertkit.distributed import Distributor
     from albertkit.tasks.base import Task
     from albertkit.training.step import TrainStep
 
@@ -44,7 +45,7 @@ class ModelAndStep:
         }
 
 
-def build_model_and_step(cfg: TrainerConfig, distributor: Any,
+def build_model_and_step(cfg: TrainerConfig, distributor: Distributor,
                          spec: AlbertSpec | None = None) -> ModelAndStep:
     """Seed, then build the task's model, the optimizer and the step under ``distributor``.
 

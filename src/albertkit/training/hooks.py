@@ -3,17 +3,19 @@
 Each hook is a callable ``hook(step, out) -> reason | None``: ``step`` is the global step just
 taken, ``out`` the step's outputs as floats (summed stats, ``grad_norm``, ``loss_scale``,
 ``finite``). A hook that returns a reason (a string) stops the loop; a hook that raises stops
-training with an error. Each one owns one concern and its own cadence:
+training with an error. Each one owns one concern and its own cadence, and is built from
+``(cfg, run)`` (the config and the :class:`~albertkit.training.state.Run`); the run's mutable
+state (best checkpoint, data stream, sifting totals) lives in ``run.state``, not on a hook:
 
 * :class:`MetricWindow`: sums the outputs between log lines, logs train metrics, drives the
   progress bar;
 * :class:`NonFiniteGuard`: stops with :class:`TrainingError` after too many non-finite steps
   in a row;
 * :class:`EvalAndBest`: evaluates every ``eval_every_steps`` and keeps the best checkpoint;
-* :class:`Checkpointing`: periodic checkpoints (and every other save, with the resume state);
+* :class:`Checkpointing`: periodic checkpoints (and every other save, with the run state);
 * :class:`StopSignal`: a signal (SIGTERM/SIGINT), agreed by all ranks, or ``until_step``;
 * :class:`ProfileWindow`: a TensorFlow profiler trace of ``runtime.profile``'s steps;
-* :class:`Summary`: what a run writes to ``summary.json`` when it ends.
+* :class:`~albertkit.training.state.SiftCounters`: smart sifting's run totals.
 
 The loop's :class:`~albertkit.training.timing.StepClock` times each hook; a hook's
 ``time_part`` (``checkpoint``, ``eval``) says what its time counts as.
@@ -21,7 +23,6 @@ The loop's :class:`~albertkit.training.timing.StepClock` times each hook; a hook
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
@@ -29,15 +30,18 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from albertkit.errors import TrainingError
-from albertkit.fileio import atomic_write_text
-from albertkit.training.checkpoint import CheckpointManager
-from albertkit.training.run_logger import RunLogger
+from albertkit.training.state import resume_identity
 from albertkit.training.timing import StepClock
+
+if TYPE_CHECKING:
+    from albertkit.config import TrainerConfig
+    from albertkit.distributed import Distributor
+    from albertkit.training.state import Run
 
 log = logging.getLogger("albertkit")
 
@@ -47,62 +51,25 @@ Hook = Callable[[int, dict[str, float]], "str | None"]
 _STEP_OUTPUTS = ("grad_norm", "loss_scale", "finite", "sift_seen", "sift_kept", "sift_scored")
 
 
-class SiftCounters:
-    """Smart sifting's totals over the run: examples seen, kept, dropped and scored, and the
-    training FLOPs saved (resumed from the checkpoint, whose state records them).
-
-    A dropped example saves its forward and backward pass (3 forward passes: the backward
-    costs two); every example of a sifted step costs one scoring forward pass. So the saving
-    is ``forward_flops x (3 x dropped - scored)``, with ``forward_flops`` the matmul FLOPs of
-    one example's forward pass (:func:`albertkit.models.footprint.training_flops`).
-    """
-
-    def __init__(self, forward_flops: float) -> None:
-        self.forward_flops = float(forward_flops)
-        self.seen = self.kept = self.scored = 0
-
-    def __call__(self, step: int, out: dict[str, float]) -> None:
-        self.seen += int(out["sift_seen"])
-        self.kept += int(out["sift_kept"])
-        self.scored += int(out["sift_scored"])
-
-    def state(self) -> dict[str, int]:
-        return {"seen": self.seen, "kept": self.kept, "scored": self.scored}
-
-    def restore(self, state: dict[str, int] | None) -> None:
-        """Continue the totals of a checkpoint (none: it was written without sifting)."""
-        state = state or {}
-        self.seen, self.kept, self.scored = (int(state.get(k, 0))
-                                             for k in ("seen", "kept", "scored"))
-
-    def totals(self) -> dict[str, float]:
-        dropped = self.seen - self.kept
-        full = 3.0 * self.forward_flops * self.seen  # the same examples without sifting
-        saved = self.forward_flops * (3.0 * dropped - self.scored)
-        return {"sift_examples_seen": float(self.seen), "sift_examples_kept": float(self.kept),
-                "sift_examples_dropped": float(dropped),
-                "sift_examples_scored": float(self.scored), "sift_flops_saved": saved,
-                "sift_flops_saved_share": saved / full if full else 0.0}
-
-
 class MetricWindow:
     """Sums step outputs between two log lines and turns them into train metrics.
 
     Every ``log_every`` steps and at the last step it logs the window's metrics (the task's
     metrics of the summed stats, plus gradient norm, loss scale, skipped steps, learning rate
     and throughput), shows the task's progress keys on the bar, and starts a new window.
+    With ``logging.breakdown`` it also logs ``clock``'s time breakdown (kind ``time``).
     """
 
-    def __init__(self, task: Any, step_fn: Any, optimizer: Any, logger: RunLogger, bar: Any,
-                 log_every: int, max_steps: int, sequences_per_step: int, echo: bool,
-                 clock: StepClock | None = None, sifting: SiftCounters | None = None) -> None:
-        self.task, self.step_fn, self.optimizer = task, step_fn, optimizer
-        self.logger, self.bar = logger, bar
-        self.log_every, self.max_steps = log_every, max_steps
-        self.sequences_per_step = sequences_per_step
-        self.echo = echo
-        self.clock = clock  # the time breakdown, logged as kind "time" with each window
-        self.sifting = sifting  # run totals of smart sifting, logged with each window
+    def __init__(self, cfg: TrainerConfig, run: Run, bar: Any,
+                 clock: StepClock | None = None) -> None:
+        self.task, self.step_fn, self.optimizer = run.task, run.step, run.optimizer
+        self.logger, self.bar = run.logger, bar
+        self.log_every, self.max_steps = cfg.logging.log_every_steps, cfg.runtime.max_steps
+        self.sequences_per_step = cfg.runtime.global_batch_size
+        self.echo = not cfg.logging.progress_bar  # no bar: the log lines go to the console
+        # the time breakdown, logged as kind "time" with each window
+        self.clock = clock if cfg.logging.breakdown else None
+        self.sifting = run.state.sifting  # run totals of smart sifting, logged with each window
         self.last: dict[str, float] = {}  # the latest logged train metrics
         self.last_time: dict[str, float] = {}  # the latest logged breakdown
         self._reset()
@@ -157,10 +124,9 @@ class NonFiniteGuard:
     the last good checkpoint.
     """
 
-    def __init__(self, step_fn: Any, limit: int, window: MetricWindow,
-                 checkpoint_dir: Path) -> None:
-        self.step_fn, self.limit, self.window = step_fn, limit, window
-        self.checkpoint_dir = checkpoint_dir
+    def __init__(self, cfg: TrainerConfig, run: Run, window: MetricWindow) -> None:
+        self.step_fn, self.limit, self.window = run.step, cfg.runtime.max_nonfinite_steps, window
+        self.checkpoint_dir = run.checkpoint_manager.directory
         self.in_a_row = 0
 
     def __call__(self, step: int, out: dict[str, float]) -> None:
@@ -178,27 +144,24 @@ class NonFiniteGuard:
 
 
 class Checkpointing:
-    """Writes checkpoints: every ``every`` steps (as a hook) and on request (:meth:`save`).
+    """Writes checkpoints: every ``checkpoint.every_steps`` (as a hook) and on request
+    (:meth:`save`).
 
-    Each checkpoint's state records the data position (micro-batches consumed), the
-    settings that must match to resume exactly (``identity``), the best checkpoint so far
-    (which pruning keeps) and why it was written. Collective: every rank calls it, the chief
-    writes.
+    Each checkpoint's state comes from ``run.state`` (:meth:`RunState.to_checkpoint`): the
+    data position, the settings that must match to resume exactly, the best checkpoint so
+    far (which pruning keeps) and why it was written; the path written becomes
+    ``run.state.last_checkpoint``. Collective: every rank calls it, the chief writes.
     """
 
     time_part = "checkpoint"  # what StepClock counts this hook's time as
 
-    def __init__(self, manager: CheckpointManager, distributor: Any, groups: dict[str, list],
-                 accum: int, identity: dict[str, Any], every: int, max_steps: int) -> None:
-        self.manager, self.distributor, self.groups = manager, distributor, groups
-        self.accum, self.identity = accum, identity
-        self.every, self.max_steps = every, max_steps
-        self.best: dict[str, Any] | None = None
-        self.last_path: str | None = None
-        self.sifting: SiftCounters | None = None  # its totals are part of the state
-        # 2: the position-addressable streams; 1 after resuming a 0.1 checkpoint, whose run
-        # goes on reading the 0.1 stream (and says so in every later checkpoint)
-        self.stream_version = 2
+    def __init__(self, cfg: TrainerConfig, run: Run) -> None:
+        self.manager, self.distributor, self.groups = (run.checkpoint_manager, run.distributor,
+                                                       run.groups())
+        self.accum, self.state = run.accum, run.state
+        self.identity = {**resume_identity(cfg, run, run.distributor),
+                         "model_spec": run.spec.model_dump(), "task": cfg.task}
+        self.every, self.max_steps = cfg.checkpoint.every_steps, cfg.runtime.max_steps
 
     def __call__(self, step: int, out: dict[str, float]) -> None:
         if step % self.every == 0 and step < self.max_steps:
@@ -208,32 +171,27 @@ class Checkpointing:
         self.distributor.barrier()
         if not self.distributor.is_chief:
             return
-        consumed = step * self.accum
-        state = {"consumed_micro_batches": consumed,
-                 "data_position": {"format": self.stream_version,
-                                   "consumed_micro_batches": consumed},
-                 **self.identity,
-                 "best": self.best, "reason": reason}
-        if self.sifting is not None:
-            state["sifting"] = self.sifting.state()
-        protect = {Path(self.best["path"])} if self.best else set()
+        state = self.state.to_checkpoint(step, self.accum, self.identity, reason)
+        best = self.state.best
+        protect = {Path(best["path"])} if best else set()
         path = self.manager.save(step, self.groups, state, protect=protect)
-        self.last_path = str(path)
+        self.state.last_checkpoint = str(path)
         log.debug("checkpoint written: %s", path)
 
 
 class EvalAndBest:
-    """Evaluates every ``every`` steps (not at the last one: the run's end does) and saves a
-    "best" checkpoint when the task's best metric improves (``keep_best``)."""
+    """Evaluates every ``runtime.eval_every_steps`` (not at the last step: the run's end
+    does; never without eval data) and, with ``checkpoint.keep_best``, calls ``save(step,
+    "best")`` when the task's best metric improves, recording it as ``run.state.best``."""
 
     time_part = "eval"  # (a best checkpoint written here counts as eval time)
 
-    def __init__(self, evaluate: Callable[[int], dict[str, float]], best_metric: tuple[str, bool],
-                 checkpointing: Checkpointing, every: int, max_steps: int,
-                 keep_best: bool) -> None:
-        self.evaluate, self.best_metric = evaluate, best_metric
-        self.checkpointing = checkpointing
-        self.every, self.max_steps, self.keep_best = every, max_steps, keep_best
+    def __init__(self, cfg: TrainerConfig, run: Run, evaluate: Callable[[int], dict[str, float]],
+                 save: Callable[[int, str], None], has_eval: bool) -> None:
+        self.evaluate, self.best_metric = evaluate, run.task.best_metric
+        self.save, self.state = save, run.state
+        self.every = cfg.runtime.eval_every_steps if has_eval else 0
+        self.max_steps, self.keep_best = cfg.runtime.max_steps, cfg.checkpoint.keep_best
         self.last: dict[str, float] = {}  # the latest evaluation
 
     def __call__(self, step: int, out: dict[str, float]) -> None:
@@ -245,12 +203,12 @@ class EvalAndBest:
         key, higher = self.best_metric
         if key not in metrics or not self.keep_best:
             return metrics
-        ckpt = self.checkpointing
         value = metrics[key]
-        best = ckpt.best
+        best = self.state.best
         if best is None or (value > best["value"] if higher else value < best["value"]):
-            ckpt.save(step, "best")
-            ckpt.best = {"metric": key, "value": value, "step": step, "path": ckpt.last_path}
+            self.save(step, "best")
+            self.state.best = {"metric": key, "value": value, "step": step,
+                               "path": self.state.last_checkpoint}
         return metrics
 
 
@@ -262,7 +220,7 @@ class StopSignal:
     taken every ``check_every`` steps.
     """
 
-    def __init__(self, event: threading.Event, distributor: Any, check_every: int,
+    def __init__(self, event: threading.Event, distributor: Distributor, check_every: int,
                  until_step: int | None = None) -> None:
         self.event, self.distributor = event, distributor
         self.check_every, self.until_step = check_every, until_step
@@ -355,48 +313,3 @@ class ProfileWindow:
         self.active = False
         log.info("profile trace written under %s (TensorBoard: Profile tab)",
                  self.logdir / "plugins" / "profile")
-
-
-class Summary:
-    """The record of a finished (or interrupted) run; the chief writes ``summary.json``."""
-
-    def __init__(self, path: Path, task: str, max_steps: int, start_step: int,
-                 sequences_per_step: int, accum: int, replicas: int, parameters: int,
-                 chief: bool) -> None:
-        self.path, self.task, self.max_steps, self.start_step = path, task, max_steps, start_step
-        self.sequences_per_step, self.accum, self.replicas = sequences_per_step, accum, replicas
-        self.parameters, self.chief = parameters, chief
-
-    def __call__(self, step: int, stopped_by: str | None, wall_seconds: float,
-                 train: dict[str, float], evaluation: dict[str, float],
-                 best: dict[str, Any] | None, skipped_steps: int,
-                 last_checkpoint: str | None,
-                 time_breakdown: dict[str, Any] | None = None,
-                 sifting: dict[str, float] | None = None) -> dict[str, Any]:
-        summary = {
-            "task": self.task,
-            "status": "interrupted" if stopped_by else "completed",
-            "step": step,
-            "max_steps": self.max_steps,
-            "resumed_from_step": self.start_step,
-            "train": train,
-            "eval": evaluation,
-            "best": best,
-            "skipped_steps": skipped_steps,
-            "wall_seconds": round(wall_seconds, 2),
-            "sequences_per_second": round((step - self.start_step) * self.sequences_per_step
-                                          / max(wall_seconds, 1e-9), 2),
-            "global_batch_size": self.sequences_per_step,
-            "accumulation_steps": self.accum,
-            "replicas": self.replicas,
-            "parameters": self.parameters,
-            "last_checkpoint": last_checkpoint,
-        }
-        if time_breakdown:
-            summary["time"] = time_breakdown
-        if sifting is not None:
-            summary["sifting"] = sifting
-        if self.chief:
-            atomic_write_text(self.path, json.dumps(summary, indent=2))
-            log.info("summary written to %s", self.path)
-        return summary

@@ -24,7 +24,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from albertkit.distributed import Distributor
 
 log = logging.getLogger("albertkit")
 
@@ -50,7 +53,7 @@ class StepClock:
     """
 
     def __init__(self, split_every: int = 0, input_bound_share: float = 0.2,
-                 distributor: Any = None, gpu: bool = False) -> None:
+                 distributor: Distributor | None = None, gpu: bool = False) -> None:
         self.split_every = split_every
         self.input_bound_share = input_bound_share
         self.distributor = distributor
@@ -209,7 +212,7 @@ class NvmlSampler:
         self._thread.start()
 
     @classmethod
-    def start(cls, distributor: Any = None) -> NvmlSampler | None:
+    def start(cls, distributor: Distributor | None = None) -> NvmlSampler | None:
         try:
             import pynvml
 

@@ -21,14 +21,13 @@ import json
 import logging
 import shutil
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from albertkit.config import ConfigError, TrainerConfig
-from albertkit.distributed import build_distributor
+from albertkit.distributed import Distributor, build_distributor
 from albertkit.errors import CheckpointError, TrainingError
 from albertkit.fileio import atomic_write_text, replace_dir
 from albertkit.hardware import bfloat16_warning, local_device_kind
@@ -41,26 +40,17 @@ from albertkit.training.hooks import (
     MetricWindow,
     NonFiniteGuard,
     ProfileWindow,
-    SiftCounters,
     StopSignal,
-    Summary,
     stop_on_signals,
 )
 from albertkit.training.loop import train_loop
 from albertkit.training.run_logger import RunLogger
+from albertkit.training.state import Run, RunState, SiftCounters, resume_identity
+from albertkit.training.summary import write_summary
 from albertkit.training.timing import StepClock
 from albertkit.training.tracking import MlflowTracker
 
 log = logging.getLogger("albertkit")
-
-@dataclass
-class _Run(ModelAndStep):
-    """Everything ``fit``/``evaluate`` build once. Not public."""
-
-    distributor: Any
-    checkpoints: Checkpointing
-    logger: RunLogger
-    start_step: int = 0
 
 
 class AlbertTrainer:
@@ -71,7 +61,7 @@ class AlbertTrainer:
         distributor: optional backend instance (built from ``config.distributed`` if None).
     """
 
-    def __init__(self, config: TrainerConfig, distributor: Any = None) -> None:
+    def __init__(self, config: TrainerConfig, distributor: Distributor | None = None) -> None:
         if not isinstance(config, TrainerConfig):
             raise TypeError(f"AlbertTrainer expects a TrainerConfig, got {type(config).__name__}")
         self.config = config
@@ -132,7 +122,7 @@ class AlbertTrainer:
         return out
 
     # ================================================================== building
-    def _build(self, for_training: bool) -> _Run:
+    def _build(self, for_training: bool) -> Run:
         cfg = self.config
         if cfg.runtime.malloc_arenas:
             from albertkit.training.native import limit_malloc_arenas
@@ -153,16 +143,11 @@ class AlbertTrainer:
         parts = build_model_and_step(cfg, distributor)
         logger = RunLogger(self.run_dir, enabled=is_chief and for_training,
                            tensorboard=cfg.logging.tensorboard)
-        checkpoints = Checkpointing(
-            CheckpointManager(self.run_dir / "checkpoints", cfg.checkpoint.keep_last),
-            distributor, parts.groups(), parts.accum,
-            {**self._resume_identity(parts, distributor), "model_spec": parts.spec.model_dump(),
-             "task": cfg.task},
-            cfg.checkpoint.every_steps, cfg.runtime.max_steps)
-        if cfg.runtime.sifting is not None:
-            checkpoints.sifting = SiftCounters(_forward_flops(parts))
-        run = _Run(**vars(parts), distributor=distributor, checkpoints=checkpoints,
-                   logger=logger)
+        sifting = SiftCounters(_forward_flops(parts)) if cfg.runtime.sifting is not None else None
+        run = Run(**vars(parts), distributor=distributor, logger=logger,
+                  checkpoint_manager=CheckpointManager(self.run_dir / "checkpoints",
+                                                       cfg.checkpoint.keep_last),
+                  state=RunState(sifting=sifting))
         if for_training and not cfg.checkpoint.resume:
             self._refuse_foreign_checkpoints(run)
         resumed = cfg.checkpoint.resume and self._restore(run, is_chief and for_training)
@@ -196,33 +181,23 @@ class AlbertTrainer:
                 log.warning(slow)
         return run
 
-    def _resume_identity(self, parts: ModelAndStep, distributor: Any) -> dict[str, Any]:
-        """What must not change for a resume to continue the same data stream: the data
-        position is "micro-batch N of this rank's seeded stream", which only means the same
-        thing if the stream is built the same way (rank count and shuffle window included)."""
-        return {"seed": self.config.runtime.seed,
-                "micro_batch_size": parts.task.micro_batch_size,
-                "global_batch_size": self.config.runtime.global_batch_size,
-                "replicas": distributor.replicas,
-                "shuffle_buffer": getattr(self.config.data, "shuffle_buffer", None)}
-
     @staticmethod
-    def _refuse_foreign_checkpoints(run: _Run) -> None:
+    def _refuse_foreign_checkpoints(run: Run) -> None:
         """checkpoint.resume=false next to an earlier run's checkpoints would interleave the two
         runs' steps, and keep_last pruning (oldest step first) would then delete the new run's
         checkpoints, or the old run's: refuse before anything is written."""
-        found = run.checkpoints.manager.list()
+        found = run.checkpoint_manager.list()
         if found:
             raise CheckpointError(
-                f"{run.checkpoints.manager.directory} holds checkpoints of an earlier run "
+                f"{run.checkpoint_manager.directory} holds checkpoints of an earlier run "
                 f"(steps {found[0].name} .. {found[-1].name}) and checkpoint.resume=false: "
                 "this run's checkpoints would be mixed with them and pruning would delete one "
                 "run's or the other's; use a new run_dir (model.load_from=<old run_dir> "
                 "starts from its weights) or resume")
 
-    def _restore(self, run: _Run, writer: bool) -> bool:
+    def _restore(self, run: Run, writer: bool) -> bool:
         # only the process that writes checkpoints moves damaged ones aside
-        ckpt = run.checkpoints.manager.resume_point(
+        ckpt = run.checkpoint_manager.resume_point(
             allow_fresh_start=self.config.checkpoint.allow_fresh_start_if_damaged,
             quarantine=writer)
         if ckpt is None:
@@ -234,7 +209,7 @@ class AlbertTrainer:
             raise CheckpointError(
                 f"{ckpt.path}: checkpoint is for a different model (checkpoint vs config: "
                 f"{diff}); use a new run_dir for a different model")
-        now = self._resume_identity(run, run.distributor)
+        now = resume_identity(self.config, run, run.distributor)
         changed = {k: (ckpt.state[k], v) for k, v in now.items()
                    if k in ckpt.state and ckpt.state[k] != v}
         if changed:
@@ -242,23 +217,19 @@ class AlbertTrainer:
                 f"{ckpt.path}: cannot resume exactly, the run changed since this checkpoint "
                 f"(checkpoint vs now: {changed}); restore those settings, or start a new "
                 "run_dir with model.load_from pointing at this run")
-        run.checkpoints.stream_version = _stream_version(ckpt)
-        run.checkpoints.manager.restore(ckpt, run.groups())
-        run.start_step = ckpt.step
-        run.checkpoints.best = ckpt.state.get("best")
-        if run.checkpoints.sifting is not None:
-            run.checkpoints.sifting.restore(ckpt.state.get("sifting"))
+        run.state.restore(ckpt)  # first: it refuses a data position newer than this albertkit
+        run.checkpoint_manager.restore(ckpt, run.groups())
         log.info("resumed from %s (step %d)", ckpt.path, ckpt.step)
         return True
 
     # ================================================================== training
-    def _train(self, run: _Run, until_step: int | None = None) -> dict[str, Any]:
+    def _train(self, run: Run, until_step: int | None = None) -> dict[str, Any]:
         cfg = self.config
         total = cfg.runtime.max_steps
         done = self.run_dir / "summary.json"
-        if run.start_step >= total and done.is_file():
+        if run.state.start_step >= total and done.is_file():
             log.info("run already complete at step %d (runtime.max_steps=%d): nothing to do; "
-                     "raise runtime.max_steps to train further", run.start_step, total)
+                     "raise runtime.max_steps to train further", run.state.start_step, total)
             return json.loads(done.read_text())
         tracker = MlflowTracker.start(cfg, self.run_dir) if run.distributor.is_chief else None
         if tracker is not None:
@@ -274,65 +245,53 @@ class AlbertTrainer:
                            [self.run_dir / "summary.json", self.run_dir / "config.yaml"])
         return summary
 
-    def _train_tracked(self, run: _Run, until_step: int | None) -> dict[str, Any]:
+    def _train_tracked(self, run: Run, until_step: int | None) -> dict[str, Any]:
         from tqdm.auto import tqdm
 
         cfg = self.config
         total = cfg.runtime.max_steps
         data = run.task.datasets(cfg, run.distributor)
         self._snapshot_tokenizer(run, data)
-        batches = iter(data.train(skip_micro_batches=run.start_step * run.accum,
-                                  accum=run.accum,
-                                  stream_version=run.checkpoints.stream_version))
-        chief = run.distributor.is_chief
-        evals = EvalAndBest(lambda step: self._evaluate(run, data, step), run.task.best_metric,
-                            run.checkpoints, cfg.runtime.eval_every_steps if data.has_eval else 0,
-                            total, cfg.checkpoint.keep_best)
-        with tqdm(total=total, initial=run.start_step, unit="step", dynamic_ncols=True,
-                  disable=not (chief and cfg.logging.progress_bar), desc=cfg.task) as bar:
+        start = run.state.start_step
+        batches = iter(data.train(skip_micro_batches=start * run.accum, accum=run.accum,
+                                  stream_version=run.state.stream_version))
+        checkpointing = Checkpointing(cfg, run)
+        evals = EvalAndBest(cfg, run, lambda step: self._evaluate(run, data, step),
+                            checkpointing.save, data.has_eval)
+        rank = run.distributor.rank
+        profiler = ProfileWindow(cfg.runtime.profile, rank, self.run_dir / "tensorboard"
+                                 / ("" if rank == 0 else f"rank{rank}"))
+        with tqdm(total=total, initial=start, unit="step", dynamic_ncols=True,
+                  disable=not (run.distributor.is_chief and cfg.logging.progress_bar),
+                  desc=cfg.task) as bar:
             breakdown = cfg.logging.breakdown
             clock = StepClock(cfg.logging.log_every_steps if breakdown else 0,
                               cfg.logging.input_bound_share, run.distributor, gpu=breakdown)
-            window = MetricWindow(run.task, run.step, run.optimizer, run.logger, bar,
-                                  cfg.logging.log_every_steps, total,
-                                  cfg.runtime.global_batch_size,
-                                  echo=not cfg.logging.progress_bar,
-                                  clock=clock if breakdown else None,
-                                  sifting=run.checkpoints.sifting)
-            rank = run.distributor.rank
-            profiler = ProfileWindow(cfg.runtime.profile, rank, self.run_dir / "tensorboard"
-                                     / ("" if rank == 0 else f"rank{rank}"))
+            window = MetricWindow(cfg, run, bar, clock)
             hooks = [
-                *([run.checkpoints.sifting] if run.checkpoints.sifting else []),
+                *([run.state.sifting] if run.state.sifting else []),
                 window,
-                NonFiniteGuard(run.step, cfg.runtime.max_nonfinite_steps, window,
-                               run.checkpoints.manager.directory),
+                NonFiniteGuard(cfg, run, window),
                 evals,
-                run.checkpoints,
+                checkpointing,
                 StopSignal(self._stop, run.distributor, cfg.logging.log_every_steps,
                            until_step),
                 profiler,
             ]
-            profiler.begin(run.start_step + 1)
+            profiler.begin(start + 1)
             try:
-                result = train_loop(run.step, batches, run.start_step, total, hooks, clock)
+                result = train_loop(run.step, batches, start, total, hooks, clock)
             finally:
                 profiler.close()
                 clock.close()
         if result.stopped_by is None and data.has_eval:
             evals.run(result.step)
-        run.checkpoints.save(result.step, "interrupted" if result.stopped_by else "final")
-        summary = Summary(self.run_dir / "summary.json", cfg.task, total, run.start_step,
-                          cfg.runtime.global_batch_size, run.accum, run.distributor.replicas,
-                          int(run.model.count_params()), chief)
+        checkpointing.save(result.step, "interrupted" if result.stopped_by else "final")
         timing = ({**window.last_time, "input_bound": clock.ever_input_bound}
                   if window.last_time else None)
-        return summary(result.step, result.stopped_by, result.wall_seconds, window.last,
-                       evals.last, run.checkpoints.best, int(run.step.skipped_steps.numpy()),
-                       run.checkpoints.last_path, timing,
-                       run.checkpoints.sifting.totals() if run.checkpoints.sifting else None)
+        return write_summary(cfg, run, result, window.last, evals.last, timing)
 
-    def _snapshot_tokenizer(self, run: _Run, data: TaskData) -> None:
+    def _snapshot_tokenizer(self, run: Run, data: TaskData) -> None:
         """Copy the run's tokenizer into ``run_dir/tokenizer`` so the run is self-contained."""
         src = data.tokenizer_dir
         dst = self.run_dir / "tokenizer"
@@ -351,31 +310,16 @@ class AlbertTrainer:
         replace_dir(tmp, dst)
 
     # ================================================================== evaluation
-    def _evaluate(self, run: _Run, data: TaskData | None = None,
+    def _evaluate(self, run: Run, data: TaskData | None = None,
                   step: int | None = None) -> dict[str, float]:
         if data is None:
             data = run.task.datasets(self.config, run.distributor)
-        step = run.start_step if step is None else step
+        step = run.state.start_step if step is None else step
         if not data.has_eval:
             raise ConfigError("no evaluation data configured (data.eval_files / eval_file)")
         metrics = run.task.evaluate(run.model, run.step, data, self.config, self.run_dir)
         run.logger.scalars(step, metrics, kind="eval")
         return metrics
-
-
-def _stream_version(ckpt) -> int:
-    """The data stream a checkpoint's position refers to: 2 (position-addressable), or 1 for
-    checkpoints of albertkit 0.1, whose position only counts micro-batches of the 0.1 stream."""
-    position = ckpt.state.get("data_position")
-    if position is None:
-        log.info("%s was written by albertkit 0.1 (no data_position): resuming its data "
-                 "stream the 0.1 way, re-reading and skipping %d consumed micro-batches",
-                 ckpt.path, ckpt.state.get("consumed_micro_batches", 0))
-        return 1
-    if position.get("format") not in (1, 2):
-        raise CheckpointError(f"{ckpt.path}: data_position format {position.get('format')!r} "
-                              "is newer than this albertkit (1 or 2); upgrade albertkit")
-    return int(position["format"])
 
 
 def _decorrelate_dropout(model: Any, rank: int) -> None:
