@@ -14,18 +14,23 @@ import pytest
 import tensorflow as tf
 
 from albertkit.config.sizes import AlbertSpec
+from albertkit.models import precision
 from albertkit.models.albert import (
+    AlbertAttention,
     AlbertEncoder,
     AlbertForPretraining,
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
     AlbertLayer,
-    LayerNorm,
-    activation,
-    fused_activation,
     gather_positions,
+)
+from albertkit.models.kernels import (
+    activation,
+    attention_core,
+    fused_activation,
     sparse_cross_entropy,
 )
+from albertkit.models.layers import LayerNorm
 
 SPEC = AlbertSpec(
     vocab_size=101,
@@ -547,8 +552,6 @@ def _core_inputs(dtype):
 @pytest.mark.parametrize("recompute", [False, True], ids=["kept", "recomputed"])
 @pytest.mark.parametrize("jit", [False, True], ids=["graph", "xla"])
 def test_attention_core_matches_numpy_gradients(recompute, jit):
-    from albertkit.models.albert import attention_core
-
     ref_in, (q, k, v, bias, d_out) = _core_inputs(tf.float64)
 
     @tf.function(jit_compile=jit)
@@ -565,8 +568,6 @@ def test_attention_core_matches_numpy_gradients(recompute, jit):
 def test_attention_core_bfloat16_within_bfloat16_rounding():
     """In bfloat16 (softmax taken in bfloat16, its sum accumulated in float32) the output and
     gradients stay within a few bfloat16 roundings (2^-8 relative) of the float64 values."""
-    from albertkit.models.albert import attention_core
-
     ref_in, (q, k, v, bias, d_out) = _core_inputs(tf.bfloat16)
     ref_in = [tf.cast(tf.constant(x, tf.bfloat16), tf.float64).numpy() for x in ref_in]
     with tf.GradientTape() as tape:
@@ -584,8 +585,6 @@ def test_attention_core_bfloat16_within_bfloat16_rounding():
 def test_fused_attention_gives_autodiffs_gradients(monkeypatch, policy, remat):
     """The model without attention dropout runs the fused core; its loss and gradients
     equal those of the autodiff core (AlbertAttention._attend) in every remat mode."""
-    from albertkit.models.albert import AlbertAttention
-
     calls = []
     fused = AlbertAttention._fused
 
@@ -673,7 +672,7 @@ def test_shared_layer_weights_are_cast_once_per_forward_pass(monkeypatch, remat)
         return grads, _casts_per_variable(forward, tf.bfloat16)
 
     shared, shared_casts = grads_and_casts()
-    monkeypatch.setattr(albert, "_SharedWeightCasts", lambda dtype, reads: AutocastScope(dtype))
+    monkeypatch.setattr(albert, "SharedWeightCasts", lambda dtype, reads: AutocastScope(dtype))
     per_read, per_read_casts = grads_and_casts()
     # SPEC applies group 0 (two inner layers) twice: each of its weights was cast twice per
     # forward pass; now once (full remat casts again when it recomputes in the backward pass)
@@ -691,15 +690,13 @@ def test_fanned_cast_sums_its_uses_gradients_in_float32():
     and the weight's gradient is the sum of the uses' gradients computed in float32 by one
     kernel: 1 + 11 x 2^-9 is exact in float32, while a bfloat16 sum (8-bit significand)
     rounds each 2^-9 away or the total to 1.0234375."""
-    import albertkit.models.albert as albert
-
     v = tf.Variable([1.5, -2.25, 3.0])
     scales = tf.constant([1.0] + [2.0**-9] * 11, tf.bfloat16)
 
     @tf.function(jit_compile=False)
     def step():
         with tf.GradientTape() as tape:
-            uses = albert._fanned_cast(tf.convert_to_tensor(v), tf.bfloat16, 12)
+            uses = precision._fanned_cast(tf.convert_to_tensor(v), tf.bfloat16, 12)
             loss = tf.add_n([tf.reduce_sum(tf.cast(u * scales[i], tf.float32))
                              for i, u in enumerate(uses)])
         return uses, tape.gradient(loss, v)
@@ -717,7 +714,7 @@ def test_fanned_cast_sums_its_uses_gradients_in_float32():
 
 
 def _sum_kernels(graph: tf.Graph) -> list[tf.Operation]:
-    """The calls of the fan-out's float32 sum kernel (``albert._sum_wide``) in ``graph``."""
+    """The calls of the fan-out's float32 sum kernel (``precision._sum_wide``) in ``graph``."""
     return [op for op in graph.get_operations() if op.type == "PartitionedCall"
             and "_sum_wide" in op.get_attr("f").name]
 
@@ -743,7 +740,7 @@ def test_the_encoder_fans_out_each_shared_weights_cast(remat):
 _PEAK_SCRIPT = """
 import sys
 import tensorflow as tf
-from albertkit.models.albert import attention_core
+from albertkit.models.kernels import attention_core
 
 recompute, jit = sys.argv[1] == "recomputed", sys.argv[2] == "xla"
 layers, shape = 6, [1, 4, 512, 16]  # each layer's probabilities: 4 x 512 x 512 float32 = 4 MiB

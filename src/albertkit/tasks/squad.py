@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     import keras
     import tensorflow as tf
 
-    from albertkit.models.footprint import RematMode
+    from albertkit.models.options import RematMode
 
 log = logging.getLogger(__name__)
 
