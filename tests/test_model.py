@@ -1,5 +1,7 @@
-"""The Keras ALBERT: shapes, masking, precision policies, XLA, heads, naming, a NumPy reference.
+"""The Keras ALBERT: masking, precision policies, heads, kernels, naming, a NumPy reference.
 
+Output shapes and dtypes, XLA against the uncompiled pass, variable sequence length and the
+config round trip of every model run through the shared harness in test_model_common.py.
 HF PyTorch parity lives in test_hf_parity.py; the NumPy reference here also covers the
 pre-LayerNorm variant, which has no HF counterpart.
 """
@@ -70,24 +72,7 @@ def pretraining() -> AlbertForPretraining:
     return model
 
 
-# --------------------------------------------------------------------------- shapes
-def test_output_shapes_and_dtypes():
-    keras.utils.set_random_seed(0)
-    x = batch(b=2, t=10, p=3)
-    enc = AlbertEncoder(SPEC)(x)
-    assert tuple(enc["sequence_output"].shape) == (2, 10, 32)
-    assert tuple(enc["pooled_output"].shape) == (2, 32)
-    out = AlbertForPretraining(SPEC)(x)
-    assert tuple(out["mlm_logits"].shape) == (2, 3, SPEC.vocab_size)
-    assert tuple(out["sop_logits"].shape) == (2, 2)
-    out = AlbertForQuestionAnswering(SPEC)(x)
-    assert tuple(out["start_logits"].shape) == tuple(out["end_logits"].shape) == (2, 10)
-    for n in (1, 3):
-        out = AlbertForSequenceClassification(SPEC, num_labels=n)(x)
-        assert tuple(out["logits"].shape) == (2, n)
-        assert out["logits"].dtype == "float32"
-
-
+# --------------------------------------------------------------------------- arguments
 def test_argument_validation():
     with pytest.raises(ValueError, match="num_labels"):
         AlbertForSequenceClassification(SPEC, num_labels=0)
@@ -451,19 +436,6 @@ def test_precision_policies_run_finite_and_close(pretraining, policy, atol):
     assert all(np.isfinite(tf.convert_to_tensor(g).numpy()).all() for g in grads)
 
 
-def test_xla_matches_eager(pretraining):
-    x = batch(seed=11)
-
-    @tf.function(jit_compile=True)
-    def compiled(inputs):
-        return pretraining(inputs, training=False)
-
-    eager = pretraining(x)
-    xla = compiled(x)
-    for key in eager:
-        np.testing.assert_allclose(xla[key], eager[key], atol=1e-4, rtol=1e-4)
-
-
 def test_dropout_only_in_training_and_compiles_under_xla():
     keras.utils.set_random_seed(4)
     spec = SPEC.model_copy(update={"hidden_dropout_prob": 0.2, "attention_probs_dropout_prob": 0.2})
@@ -500,13 +472,6 @@ def test_variable_paths_are_deterministic_and_follow_the_naming_rules():
         if len(v.shape) == 1 and not v.path.endswith(("gamma", "beta")):
             assert v.path.endswith("bias"), v.path
     assert "albert_for_pretraining/albert/group_1/layer_1/attention/query/kernel" in first
-
-
-def test_get_config_round_trip():
-    model = AlbertForSequenceClassification(SPEC, num_labels=3, dtype="mixed_bfloat16")
-    clone = AlbertForSequenceClassification.from_config(model.get_config())
-    assert clone.spec == SPEC and clone.num_labels == 3
-    assert clone.dtype_policy.name == "mixed_bfloat16"
 
 
 @pytest.mark.parametrize("pre_ln", [False, True])

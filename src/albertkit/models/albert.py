@@ -108,7 +108,6 @@ def _dummy_batch(seq_length: int, max_predictions: int | None = None) -> Inputs:
     return batch
 
 
-
 # --------------------------------------------------------------------------- layers
 class AlbertEmbeddings(keras.layers.Layer):
     """Word + token-type + position embeddings (size E), LayerNorm, dropout."""

@@ -200,7 +200,6 @@ def sparse_cross_entropy(logits: Any, labels: Any) -> tuple[Any, Any]:
     return _cross_entropy(logits, tf.cast(labels, tf.int32))
 
 
-
 @tf.function(jit_compile=True, reduce_retracing=True)
 def _score_gradient(probs: Any, d_probs: Any, row: Any) -> Any:
     """``probs * (d_probs - row)`` as one XLA-compiled pass over the T x T tensors, in float32
