@@ -108,12 +108,15 @@ def check_variable_sequence_length(model: keras.Model, case: ModelCase) -> None:
     check_outputs(model, case, outputs, case.batch_size, length)
 
 
-def check_config_round_trip(model: keras.Model, case: ModelCase,
+def check_config_round_trip(model: keras.Model, case: ModelCase, policy: str, remat: str,
                             reference: dict[str, np.ndarray]) -> keras.Model:
-    """``from_config(get_config())`` gives the same config; with the weights copied over it
-    gives the same outputs. Returns the clone."""
-    clone = type(model).from_config(model.get_config())
-    assert clone.get_config() == model.get_config()
+    """The config holds every constructor argument; ``from_config(get_config())`` gives the
+    same config and, with the weights copied over, the same outputs. Returns the clone."""
+    config = model.get_config()
+    for key, value in {**case.init_kwargs, "dtype": policy, "remat": remat}.items():
+        assert config[key] == (value.model_dump() if key == "spec" else value), key
+    clone = type(model).from_config(config)
+    assert clone.get_config() == config
     clone.build()
     clone.set_weights(model.get_weights())
     got = numpy_outputs(clone(case.input_data))
@@ -151,7 +154,7 @@ def run_model_test(case: ModelCase, *, policy: str, remat: str, xla: bool = Fals
     reference = numpy_outputs(outputs)
     check_training_forward(model, case, reference)
     check_variable_sequence_length(model, case)
-    check_config_round_trip(model, case, reference)
+    check_config_round_trip(model, case, policy, remat, reference)
     if xla:
         check_xla_forward(model, case, policy)
     return model
