@@ -1,7 +1,7 @@
 """albertkit's attention core against PyTorch's fused ``scaled_dot_product_attention``:
 forward + backward of the core alone, the two alternating in one process.
 
-The core is ``albertkit.models.albert.attention_core`` (softmax(Q K^T + bias) V with its
+The core is ``albertkit.models.kernels.attention_core`` (softmax(Q K^T + bias) V with its
 written-out backward pass and, by default, the probabilities recomputed in the backward
 pass, as ``runtime.remat: selective`` runs it), in a ``tf.function`` on the graph executor
 (what ``runtime.xla: auto`` runs for mixed_bfloat16 on a CPU) or compiled with ``--xla``.
@@ -50,7 +50,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     import tensorflow as tf
     import torch
 
-    from albertkit.models.albert import attention_core
+    from albertkit.models.kernels import attention_core
     from albertkit.perf.meter import timed
 
     b, h, t, d = args.batch, args.heads, args.seq_length, args.head_dim

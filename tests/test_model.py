@@ -1,5 +1,7 @@
-"""The Keras ALBERT: shapes, masking, precision policies, XLA, heads, naming, a NumPy reference.
+"""The Keras ALBERT: masking, precision policies, heads, kernels, naming, a NumPy reference.
 
+Output shapes and dtypes, XLA against the uncompiled pass, variable sequence length and the
+config round trip of every model run through the shared harness in test_model_common.py.
 HF PyTorch parity lives in test_hf_parity.py; the NumPy reference here also covers the
 pre-LayerNorm variant, which has no HF counterpart.
 """
@@ -14,18 +16,23 @@ import pytest
 import tensorflow as tf
 
 from albertkit.config.sizes import AlbertSpec
+from albertkit.models import precision
 from albertkit.models.albert import (
+    AlbertAttention,
     AlbertEncoder,
     AlbertForPretraining,
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
     AlbertLayer,
-    LayerNorm,
-    activation,
-    fused_activation,
     gather_positions,
+)
+from albertkit.models.kernels import (
+    activation,
+    attention_core,
+    fused_activation,
     sparse_cross_entropy,
 )
+from albertkit.models.layers import LayerNorm
 
 SPEC = AlbertSpec(
     vocab_size=101,
@@ -65,24 +72,7 @@ def pretraining() -> AlbertForPretraining:
     return model
 
 
-# --------------------------------------------------------------------------- shapes
-def test_output_shapes_and_dtypes():
-    keras.utils.set_random_seed(0)
-    x = batch(b=2, t=10, p=3)
-    enc = AlbertEncoder(SPEC)(x)
-    assert tuple(enc["sequence_output"].shape) == (2, 10, 32)
-    assert tuple(enc["pooled_output"].shape) == (2, 32)
-    out = AlbertForPretraining(SPEC)(x)
-    assert tuple(out["mlm_logits"].shape) == (2, 3, SPEC.vocab_size)
-    assert tuple(out["sop_logits"].shape) == (2, 2)
-    out = AlbertForQuestionAnswering(SPEC)(x)
-    assert tuple(out["start_logits"].shape) == tuple(out["end_logits"].shape) == (2, 10)
-    for n in (1, 3):
-        out = AlbertForSequenceClassification(SPEC, num_labels=n)(x)
-        assert tuple(out["logits"].shape) == (2, n)
-        assert out["logits"].dtype == "float32"
-
-
+# --------------------------------------------------------------------------- arguments
 def test_argument_validation():
     with pytest.raises(ValueError, match="num_labels"):
         AlbertForSequenceClassification(SPEC, num_labels=0)
@@ -446,19 +436,6 @@ def test_precision_policies_run_finite_and_close(pretraining, policy, atol):
     assert all(np.isfinite(tf.convert_to_tensor(g).numpy()).all() for g in grads)
 
 
-def test_xla_matches_eager(pretraining):
-    x = batch(seed=11)
-
-    @tf.function(jit_compile=True)
-    def compiled(inputs):
-        return pretraining(inputs, training=False)
-
-    eager = pretraining(x)
-    xla = compiled(x)
-    for key in eager:
-        np.testing.assert_allclose(xla[key], eager[key], atol=1e-4, rtol=1e-4)
-
-
 def test_dropout_only_in_training_and_compiles_under_xla():
     keras.utils.set_random_seed(4)
     spec = SPEC.model_copy(update={"hidden_dropout_prob": 0.2, "attention_probs_dropout_prob": 0.2})
@@ -495,13 +472,6 @@ def test_variable_paths_are_deterministic_and_follow_the_naming_rules():
         if len(v.shape) == 1 and not v.path.endswith(("gamma", "beta")):
             assert v.path.endswith("bias"), v.path
     assert "albert_for_pretraining/albert/group_1/layer_1/attention/query/kernel" in first
-
-
-def test_get_config_round_trip():
-    model = AlbertForSequenceClassification(SPEC, num_labels=3, dtype="mixed_bfloat16")
-    clone = AlbertForSequenceClassification.from_config(model.get_config())
-    assert clone.spec == SPEC and clone.num_labels == 3
-    assert clone.dtype_policy.name == "mixed_bfloat16"
 
 
 @pytest.mark.parametrize("pre_ln", [False, True])
@@ -547,8 +517,6 @@ def _core_inputs(dtype):
 @pytest.mark.parametrize("recompute", [False, True], ids=["kept", "recomputed"])
 @pytest.mark.parametrize("jit", [False, True], ids=["graph", "xla"])
 def test_attention_core_matches_numpy_gradients(recompute, jit):
-    from albertkit.models.albert import attention_core
-
     ref_in, (q, k, v, bias, d_out) = _core_inputs(tf.float64)
 
     @tf.function(jit_compile=jit)
@@ -565,8 +533,6 @@ def test_attention_core_matches_numpy_gradients(recompute, jit):
 def test_attention_core_bfloat16_within_bfloat16_rounding():
     """In bfloat16 (softmax taken in bfloat16, its sum accumulated in float32) the output and
     gradients stay within a few bfloat16 roundings (2^-8 relative) of the float64 values."""
-    from albertkit.models.albert import attention_core
-
     ref_in, (q, k, v, bias, d_out) = _core_inputs(tf.bfloat16)
     ref_in = [tf.cast(tf.constant(x, tf.bfloat16), tf.float64).numpy() for x in ref_in]
     with tf.GradientTape() as tape:
@@ -584,8 +550,6 @@ def test_attention_core_bfloat16_within_bfloat16_rounding():
 def test_fused_attention_gives_autodiffs_gradients(monkeypatch, policy, remat):
     """The model without attention dropout runs the fused core; its loss and gradients
     equal those of the autodiff core (AlbertAttention._attend) in every remat mode."""
-    from albertkit.models.albert import AlbertAttention
-
     calls = []
     fused = AlbertAttention._fused
 
@@ -673,7 +637,7 @@ def test_shared_layer_weights_are_cast_once_per_forward_pass(monkeypatch, remat)
         return grads, _casts_per_variable(forward, tf.bfloat16)
 
     shared, shared_casts = grads_and_casts()
-    monkeypatch.setattr(albert, "_SharedWeightCasts", lambda dtype, reads: AutocastScope(dtype))
+    monkeypatch.setattr(albert, "SharedWeightCasts", lambda dtype, reads: AutocastScope(dtype))
     per_read, per_read_casts = grads_and_casts()
     # SPEC applies group 0 (two inner layers) twice: each of its weights was cast twice per
     # forward pass; now once (full remat casts again when it recomputes in the backward pass)
@@ -691,15 +655,13 @@ def test_fanned_cast_sums_its_uses_gradients_in_float32():
     and the weight's gradient is the sum of the uses' gradients computed in float32 by one
     kernel: 1 + 11 x 2^-9 is exact in float32, while a bfloat16 sum (8-bit significand)
     rounds each 2^-9 away or the total to 1.0234375."""
-    import albertkit.models.albert as albert
-
     v = tf.Variable([1.5, -2.25, 3.0])
     scales = tf.constant([1.0] + [2.0**-9] * 11, tf.bfloat16)
 
     @tf.function(jit_compile=False)
     def step():
         with tf.GradientTape() as tape:
-            uses = albert._fanned_cast(tf.convert_to_tensor(v), tf.bfloat16, 12)
+            uses = precision._fanned_cast(tf.convert_to_tensor(v), tf.bfloat16, 12)
             loss = tf.add_n([tf.reduce_sum(tf.cast(u * scales[i], tf.float32))
                              for i, u in enumerate(uses)])
         return uses, tape.gradient(loss, v)
@@ -717,7 +679,7 @@ def test_fanned_cast_sums_its_uses_gradients_in_float32():
 
 
 def _sum_kernels(graph: tf.Graph) -> list[tf.Operation]:
-    """The calls of the fan-out's float32 sum kernel (``albert._sum_wide``) in ``graph``."""
+    """The calls of the fan-out's float32 sum kernel (``precision._sum_wide``) in ``graph``."""
     return [op for op in graph.get_operations() if op.type == "PartitionedCall"
             and "_sum_wide" in op.get_attr("f").name]
 
@@ -743,7 +705,7 @@ def test_the_encoder_fans_out_each_shared_weights_cast(remat):
 _PEAK_SCRIPT = """
 import sys
 import tensorflow as tf
-from albertkit.models.albert import attention_core
+from albertkit.models.kernels import attention_core
 
 recompute, jit = sys.argv[1] == "recomputed", sys.argv[2] == "xla"
 layers, shape = 6, [1, 4, 512, 16]  # each layer's probabilities: 4 x 512 x 512 float32 = 4 MiB

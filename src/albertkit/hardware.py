@@ -284,7 +284,7 @@ def resolve_xla(
     ======= ============== ======= ==== ================================================
 
     Whatever the plan, the GELU activations run as small XLA-compiled kernels
-    (:func:`albertkit.models.albert.fused_activation`).
+    (:func:`albertkit.models.kernels.fused_activation`).
 
     The function is pure: the caller names the device (:func:`local_device_kind` detects
     the one TensorFlow sees).

@@ -16,10 +16,13 @@ Only ``keras.ops`` is used inside layers, so every model compiles under
 ``tf.function(jit_compile=True)``. Mixed precision is the ``dtype`` policy argument of each
 model (``"mixed_float16"``, ``"mixed_bfloat16"``); LayerNorm runs in float32, the attention
 softmax in float32 under mixed_float16 and in bfloat16 under mixed_bfloat16 (its sum
-accumulated in float32, :func:`softmax_dtype`), and every model output is cast to float32 so
-that losses are float32. Without attention dropout the attention core is
-:func:`attention_core`, whose backward pass is written out (FlashAttention's) instead of
-left to autodiff.
+accumulated in float32, :func:`~albertkit.models.precision.softmax_dtype`), and every model
+output is cast to float32 so that losses are float32. Without attention dropout the attention
+core is :func:`~albertkit.models.kernels.attention_core`, whose backward pass is written out
+(FlashAttention's) instead of left to autodiff. The hand-written kernels (fused activations,
+LayerNorm's backward pass, the attention core) live in :mod:`albertkit.models.kernels`, the
+mixed-precision plumbing in :mod:`albertkit.models.precision`, and the remat modes in
+:mod:`albertkit.models.options`.
 
 Variable paths are deterministic (``<model name>/albert/group_0/layer_0/attention/query/
 kernel``...): they are the keys of albertkit checkpoints and of the HF name mapping in
@@ -37,22 +40,18 @@ ALBERT v2 uses no dropout, so inference and v2 training are unaffected.
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import math
-from collections.abc import Callable
 from typing import Any
 
 import keras
-import tensorflow as tf
 from keras import ops
 
-# Keras exports no public name for the scope its layers cast variables under (a layer keeps an
-# enclosing scope of its own compute dtype: keras/src/layers/layer.py, Layer.__call__).
-from keras.src.backend import AutocastScope
-
 from albertkit.config.sizes import AlbertSpec
-from albertkit.models.footprint import FUSED_ACTIVATIONS, RematMode, remat_mode
+from albertkit.models.kernels import activation, attention_core, fused_activation
+from albertkit.models.layers import DRAWN_SEEDS, Dropout, LayerNorm
+from albertkit.models.options import RematMode, remat_mode
+from albertkit.models.precision import SharedWeightCasts, as_float32, check_dtype, softmax_dtype
 
 # Added to attention scores of padding keys (in float32, before the softmax). Google's BERT
 # and ALBERT use -10000: exp(-1e4) underflows to exactly 0 in float32, and the value is
@@ -64,89 +63,6 @@ Inputs = dict[str, Any]
 
 
 # --------------------------------------------------------------------------- helpers
-def activation(name: str) -> Callable[[Any], Any]:
-    """The Hugging Face activation ``name`` (``transformers.activations.ACT2FN``) in keras.ops."""
-    match name:
-        case "gelu":  # exact: x * Phi(x) with the erf
-            return lambda x: 0.5 * x * (1.0 + ops.erf(x / math.sqrt(2.0)))
-        case "gelu_new":  # tanh approximation (Hendrycks & Gimpel 2016), GPT-2 / BERT TF
-            c = math.sqrt(2.0 / math.pi)
-            return lambda x: 0.5 * x * (1.0 + ops.tanh(c * (x + 0.044715 * x * x * x)))
-        case "gelu_fast":  # the same approximation with HF's rounded constant
-            return lambda x: 0.5 * x * (1.0 + ops.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
-        case "relu":
-            return ops.relu
-        case "silu" | "swish":
-            return lambda x: x * ops.sigmoid(x)
-        case "tanh":
-            return ops.tanh
-        case "mish":
-            return lambda x: x * ops.tanh(ops.softplus(x))
-    raise ValueError(f"hidden_act={name!r} is not supported")
-
-
-# The GELU variants as (value, derivative) in TensorFlow ops, for :func:`fused_activation`.
-# d/dx [x Phi(x)] = Phi(x) + x phi(x) (exact GELU, Hendrycks & Gimpel 2016); for the tanh
-# approximation 0.5 x (1 + tanh(u)), u = k (x + a x^3): 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2).
-def _gelu_erf(x: Any) -> tuple[Any, Any]:
-    cdf = 0.5 * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
-    return x * cdf, cdf + x * tf.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
-
-
-def _gelu_tanh(k: float) -> Callable[[Any], tuple[Any, Any]]:
-    def parts(x: Any) -> tuple[Any, Any]:
-        x2 = x * x
-        t = tf.tanh(k * x * (1.0 + 0.044715 * x2))
-        return 0.5 * x * (1.0 + t), 0.5 * (1.0 + t) + 0.5 * k * x * (1.0 - t * t) * (
-            1.0 + 3 * 0.044715 * x2)
-    return parts
-
-
-def _wide(x: Any) -> Any:
-    """``x`` in float32, or float64 when it is float64: the fused kernels' compute dtype."""
-    return tf.cast(x, tf.float64 if x.dtype == tf.float64 else tf.float32)
-
-
-_FUSED_PARTS: dict[str, Callable[[Any], tuple[Any, Any]]] = {
-    "gelu": _gelu_erf,
-    "gelu_new": _gelu_tanh(math.sqrt(2.0 / math.pi)),
-    "gelu_fast": _gelu_tanh(0.7978845608),  # HF's rounded constant
-}
-assert set(_FUSED_PARTS) == FUSED_ACTIVATIONS  # the memory planner counts on these
-
-
-@functools.cache
-def fused_activation(name: str) -> Callable[[Any], Any] | None:
-    """The activation ``name`` as two XLA-compiled elementwise kernels (forward, and backward
-    from the input alone), or None when it has none (then :func:`activation` runs).
-
-    Both kernels compute in float32 (float64 for float64 input) and return the input's
-    dtype. TensorFlow's graph executor runs :func:`activation`'s formula op by op: at base seq
-    512 under mixed_bfloat16 (XLA off, the CPU default) gelu_new's forward, recomputation and
-    autodiff were about a third of the step's operation time, as some 20 passes over each
-    F-wide tensor (docs/performance.md). Here each direction is one fused pass, and the backward
-    pass keeps only the input, so recomputing the activation (``runtime.remat: selective``)
-    saves nothing more. Inside an XLA-compiled step the kernels are inlined into it.
-    """
-    parts = _FUSED_PARTS.get(name)
-    if parts is None:
-        return None
-
-    @tf.function(jit_compile=True, reduce_retracing=True)
-    def forward(x: Any) -> Any:
-        return tf.cast(parts(_wide(x))[0], x.dtype)
-
-    @tf.function(jit_compile=True, reduce_retracing=True)
-    def backward(x: Any, dy: Any) -> Any:
-        return tf.cast(_wide(dy) * parts(_wide(x))[1], x.dtype)
-
-    @tf.custom_gradient
-    def fused(x: Any) -> Any:
-        return forward(x), lambda dy: backward(x, dy)
-
-    return fused
-
-
 def _kernel_init(spec: AlbertSpec) -> keras.initializers.Initializer:
     # A fresh initializer per variable: one unseeded Keras 3 initializer instance returns
     # the same values on every call. Seeds come from Python's `random`, so
@@ -164,122 +80,9 @@ def _dense(spec: AlbertSpec, units: int, name: str, dtype: Any) -> keras.layers.
     )
 
 
-def _normalise(x: Any, epsilon: float) -> tuple[Any, Any]:
-    """(x - mean) / sqrt(var + epsilon) over the last axis, and the 1 / sqrt(var + epsilon)."""
-    centred = x - tf.reduce_mean(x, axis=-1, keepdims=True)
-    inv = tf.math.rsqrt(tf.reduce_mean(centred * centred, axis=-1, keepdims=True) + epsilon)
-    return centred * inv, inv
-
-
-@functools.cache
-def _layer_norm_kernel(epsilon: float) -> Callable[[Any, Any, Any], Any]:
-    """LayerNorm over the last axis (Ba et al. 2016, https://arxiv.org/abs/1607.06450): Keras'
-    formula forward, and a backward pass from the input alone as one XLA-compiled kernel.
-
-    With y = x_hat * gamma + beta, x_hat = (x - mean) * inv, inv = 1 / sqrt(var + epsilon),
-    g = dy * gamma and means over the normalised axis: dx = inv * (g - mean(g) - x_hat *
-    mean(g * x_hat)), dgamma = sum(dy * x_hat) and dbeta = sum(dy) over every other axis. The
-    kernel computes in float32 (float64 for float64 input) and returns its inputs' dtypes.
-    The forward pass stays Keras' ops: a fused XLA forward kernel made the step slower at base
-    128 x 8 in mixed_bfloat16 (docs/performance.md, "Changes, predicted and measured").
-    """
-
-    @tf.function(jit_compile=True, reduce_retracing=True)
-    def backward(x: Any, gamma: Any, dy: Any) -> tuple[Any, Any, Any]:
-        x_hat, inv = _normalise(_wide(x), epsilon)
-        dy = _wide(dy)
-        g = dy * _wide(gamma)
-        dx = inv * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
-                    - x_hat * tf.reduce_mean(g * x_hat, axis=-1, keepdims=True))
-        # dgamma and dbeta as one product with a row of ones: XLA's CPU backend splits a
-        # reduction over that many rows into a windowed reduction, which was 1.4x slower
-        # (base 512 x 4 in mixed_bfloat16: about 9 -> 7 ms per LayerNorm, docs/performance.md).
-        width = tf.shape(x)[-1]
-        columns = tf.concat([tf.reshape(dy * x_hat, [-1, width]), tf.reshape(dy, [-1, width])], -1)
-        sums = tf.linalg.matmul(tf.ones([1, tf.shape(columns)[0]], columns.dtype), columns)[0]
-        return (tf.cast(dx, x.dtype), tf.cast(sums[:width], gamma.dtype),
-                tf.cast(sums[width:], gamma.dtype))
-
-    @tf.custom_gradient
-    def layer_norm(x: Any, gamma: Any, beta: Any) -> Any:
-        y = ops.layer_normalization(x, gamma, beta, epsilon=epsilon)
-        return y, lambda dy: backward(x, gamma, dy)
-
-    return layer_norm
-
-
-class LayerNorm(keras.layers.LayerNormalization):
-    """Keras' LayerNormalization over the last axis (the same variables, configuration and
-    values) whose backward pass is one fused kernel (:func:`_layer_norm_kernel`).
-
-    Autodiff of Keras' formula in TensorFlow's graph executor runs its gradient op by op and
-    keeps its intermediates (in float32 under mixed precision) for the backward pass; the
-    fused backward pass keeps only the input and reads it again. Measured: the allocator
-    peak of ALBERT-base at seq 512 x 4 in mixed_bfloat16 drops from 1,164 to 957 MiB
-    (docs/memory.md). Inside an XLA-compiled step the kernel is inlined.
-    """
-
-    def call(self, inputs: Any) -> Any:
-        y = _layer_norm_kernel(float(self.epsilon))(
-            inputs, tf.convert_to_tensor(self.gamma.value), tf.convert_to_tensor(self.beta.value)
-        )
-        return ops.cast(y, self.compute_dtype)
-
-
 def _layer_norm(spec: AlbertSpec, name: str, dtype: Any) -> LayerNorm:
     assert "layer_norm" in name  # the optimizers exclude LayerNorm by this substring
     return LayerNorm(epsilon=spec.layer_norm_eps, name=name, dtype=dtype)
-
-
-@tf.function(jit_compile=True, reduce_retracing=True)
-def _cross_entropy_forward(logits: Any, labels: Any) -> tuple[Any, Any, Any, Any]:
-    x = _wide(logits)
-    width = tf.shape(x)[-1]
-    peak = tf.reduce_max(x, axis=-1)
-    log_sum = tf.math.log(tf.reduce_sum(tf.exp(x - peak[..., None]), axis=-1))
-    inside = (labels >= 0) & (labels < width)
-    picked = tf.gather(x, tf.clip_by_value(labels, 0, width - 1), batch_dims=len(labels.shape))
-    ce = tf.where(inside, log_sum - (picked - peak), tf.constant(math.nan, x.dtype))
-    correct = tf.cast(tf.equal(tf.argmax(x, axis=-1, output_type=labels.dtype), labels), x.dtype)
-    return ce, correct, peak, log_sum
-
-
-@tf.function(jit_compile=True, reduce_retracing=True)
-def _cross_entropy_backward(logits: Any, labels: Any, peak: Any, log_sum: Any, dce: Any) -> Any:
-    x = _wide(logits)
-    probs = tf.exp((x - peak[..., None]) - log_sum[..., None])  # the forward pass's softmax
-    target = tf.one_hot(labels, tf.shape(x)[-1], dtype=x.dtype)
-    return tf.cast((probs - target) * _wide(dce)[..., None], logits.dtype)
-
-
-@tf.custom_gradient
-def _cross_entropy(logits: Any, labels: Any) -> Any:
-    ce, correct, peak, log_sum = _cross_entropy_forward(logits, labels)
-
-    def grad(dce: Any, _dcorrect: Any) -> tuple[Any, None]:
-        return _cross_entropy_backward(logits, labels, peak, log_sum, dce), None
-
-    return (ce, correct), grad
-
-
-def sparse_cross_entropy(logits: Any, labels: Any) -> tuple[Any, Any]:
-    """Softmax cross-entropy of integer ``labels`` [...] under ``logits`` [..., V], and
-    whether each row's largest logit (the first one among equals) is its label (1.0 or 0.0).
-
-    The same values as ``tf.nn.sparse_softmax_cross_entropy_with_logits`` (log-sum-exp
-    shifted by the row's maximum) and ``tf.argmax``, computed in float32 (float64 for float64
-    logits) whatever the logits' dtype, as one XLA-compiled kernel each way: the backward
-    pass recomputes the softmax from the logits and two saved numbers per row, and returns
-    the logits' dtype. TensorFlow's graph executor ran the softmax, its gradient and the
-    argmax as separate passes over the MLM logits [B, P, V] (docs/performance.md). A label
-    outside [0, V) gives a NaN loss and gradient (TensorFlow's op raises instead): the
-    trainer skips such a step as non-finite and stops after ``runtime.max_nonfinite_steps``.
-
-        >>> ce, hit = sparse_cross_entropy(tf.constant([[0.0, 2.0]]), tf.constant([1]))
-        >>> [round(float(ce[0]), 4), float(hit[0])]
-        [0.1269, 1.0]
-    """
-    return _cross_entropy(logits, tf.cast(labels, tf.int32))
 
 
 def gather_positions(sequence: Any, positions: Any) -> Any:
@@ -294,19 +97,6 @@ def gather_positions(sequence: Any, positions: Any) -> Any:
     return ops.reshape(gathered, (batch, ops.shape(positions)[1], width))
 
 
-def _check_dtype(dtype: Any) -> Any:
-    if dtype is None:
-        return None
-    try:
-        keras.dtype_policies.get(dtype)
-    except ValueError:
-        raise ValueError(
-            f"dtype={dtype!r} is not a Keras dtype policy (use 'float32', 'mixed_float16' or "
-            "'mixed_bfloat16')"
-        ) from None
-    return dtype
-
-
 def _dummy_batch(seq_length: int, max_predictions: int | None = None) -> Inputs:
     batch = {
         "input_ids": ops.zeros((1, seq_length), "int32"),
@@ -318,144 +108,7 @@ def _dummy_batch(seq_length: int, max_predictions: int | None = None) -> Inputs:
     return batch
 
 
-def _as_float32(outputs: dict[str, Any]) -> dict[str, Any]:
-    return {k: ops.cast(v, "float32") for k, v in outputs.items()}
-
-
-def softmax_dtype(compute_dtype: str) -> str:
-    """The dtype the attention softmax takes its scores in.
-
-    float16 scores go to float32 first (their range ends at 65504, the usual mixed-precision
-    rule). bfloat16 has float32's exponent range and the softmax kernels accumulate its sum
-    in float32 (TensorFlow's oneDNN CPU kernel, and XLA's lowering, which sums in the
-    accumulation type), so bfloat16 scores are used as they are: the two casts of every
-    T x T score, forward and backward, were a third of the attention core's time at seq 512.
-    """
-    return "float32" if compute_dtype == "float16" else compute_dtype
-
-
-@tf.function(jit_compile=True, reduce_retracing=True)
-def _score_gradient(probs: Any, d_probs: Any, row: Any) -> Any:
-    """``probs * (d_probs - row)`` as one XLA-compiled pass over the T x T tensors, in float32
-    (float64 for float64) and returned in the probabilities' dtype: the graph executor's
-    subtraction and product were two passes with a T x T temporary between them."""
-    return tf.cast(_wide(probs) * (_wide(d_probs) - row), probs.dtype)
-
-
-def attention_core(q: Any, k: Any, v: Any, bias: Any, recompute: bool) -> Any:
-    """``softmax(q k^T + bias) v`` on head-major ``[B, heads, T, d]`` tensors (``q`` already
-    scaled by 1 / sqrt(d)), with its gradient written out instead of left to autodiff.
-
-    ``bias`` (``[B, 1, 1, T]``, the padding mask) gets no gradient. The backward pass is
-    FlashAttention's (Dao et al. 2022, https://arxiv.org/abs/2205.14135, Algorithm 4,
-    without its tiling): with ``P = softmax(S)`` and ``O = P V``,
-    ``dS = P * (dP - rowsum(dO * O))`` where ``dP = dO V^T``; the row sum is taken over the
-    head dimension (``[B, heads, T, d]``) instead of over the T x T product ``dP * P``, so
-    no T x T reduction runs. With ``recompute`` the probabilities are recomputed in the
-    backward pass from ``q``, ``k`` and the bias (selective recomputation: no T x T tensor
-    is kept between the passes); without, they are kept.
-    """
-
-    def probabilities(q: Any) -> Any:
-        return tf.nn.softmax(tf.linalg.matmul(q, k, transpose_b=True) + bias, axis=-1)
-
-    @tf.custom_gradient
-    def core(q: Any, k: Any, v: Any) -> Any:
-        kept = probabilities(q)
-        out = tf.linalg.matmul(kept, v)
-
-        def grad(d_out: Any) -> tuple[Any, Any, Any]:
-            if recompute:
-                # Tied to the incoming gradient by data, not only by a control edge: the
-                # graph executor would otherwise run every layer's recomputation as soon as
-                # Q and K exist, and XLA (which drops control edges) schedules the T x T
-                # product Q K^T as early as its operands allow, holding every layer's at
-                # once. Adding 0 * (one element of dO) to Q gives the same values through an
-                # operand that exists only once this layer's backward pass begins (a
-                # non-finite dO makes the gradients non-finite either way).
-                tie = tf.cast(tf.reduce_sum(d_out[:1, :1, :1, :1]), q.dtype) * 0
-                with tf.control_dependencies([d_out]):
-                    probs = probabilities(q + tie)
-            else:
-                probs = kept
-            d_v = tf.linalg.matmul(probs, d_out, transpose_a=True)
-            d_probs = tf.linalg.matmul(d_out, v, transpose_b=True)
-            row = tf.reduce_sum(_wide(d_out) * _wide(out), axis=-1, keepdims=True)
-            d_scores = _score_gradient(probs, d_probs, row)
-            d_q = tf.linalg.matmul(d_scores, k)
-            d_k = tf.linalg.matmul(d_scores, q, transpose_a=True)
-            return d_q, d_k, d_v
-
-        return out, grad
-
-    return core(q, k, v)
-
-
 # --------------------------------------------------------------------------- layers
-# Seeds drawn before a recomputed ("full" remat) layer application, by Dropout layer id:
-# the forward pass and its recomputation in the backward pass must drop the same elements,
-# so neither may advance a generator inside the recomputed function.
-_DRAWN_SEEDS: contextvars.ContextVar[dict[int, Any] | None] = contextvars.ContextVar(
-    "albertkit_drawn_dropout_seeds", default=None
-)
-
-
-class _DrawnSeed(keras.random.SeedGenerator):
-    """A seed already drawn (a tensor) standing in for a generator: ``keras.random`` takes
-    its value as is and no state advances. Holds no variable (the base initialiser, which
-    creates one, is deliberately not called)."""
-
-    def __init__(self, value: Any):  # noqa: D107 - no SeedGenerator state on purpose
-        self._value = value
-
-    def next(self, ordered: bool = True) -> Any:
-        return self._value
-
-
-class Dropout(keras.layers.Layer):
-    """Dropout whose RNG state variable has a deterministic path.
-
-    ``keras.layers.Dropout`` creates its ``SeedGenerator`` at construction under a globally
-    counted name (``seed_generator_17/...``), so its state's path would change with the
-    number of models built before. Here it is created in ``build`` under the layer's own
-    scope (``.../dropout/seed_generator/seed_generator_state``) and only if ``rate > 0``.
-    """
-
-    def __init__(self, rate: float, **kwargs: Any):
-        super().__init__(**kwargs)
-        if not 0.0 <= rate < 1.0:
-            raise ValueError(f"dropout rate must be in [0, 1), got {rate!r}")
-        self.rate = rate
-        self.seed_generator = None
-
-    def build(self, input_shape: Any = None) -> None:
-        if self.rate > 0:
-            self.seed_generator = keras.random.SeedGenerator(name="seed_generator")
-        self.built = True
-
-    def _seed(self) -> keras.random.SeedGenerator:
-        drawn = _DRAWN_SEEDS.get()
-        if drawn is not None and id(self) in drawn:
-            return _DrawnSeed(drawn[id(self)])
-        return self.seed_generator
-
-    def call(self, x: Any, training: bool = False) -> Any:
-        if training and self.seed_generator is not None:
-            return keras.random.dropout(x, self.rate, seed=self._seed())
-        return x
-
-    def keep_mask(self, shape: Any) -> Any:
-        """A boolean mask of the elements to keep (each with probability 1 - rate), drawn
-        from this layer's generator; None when the rate is 0."""
-        if self.seed_generator is None:
-            return None
-        return keras.random.uniform(shape, seed=self._seed()) >= self.rate
-
-    def apply_keep(self, x: Any, keep: Any) -> Any:
-        """Dropout with a mask from :meth:`keep_mask`: kept elements scaled by 1 / (1 - rate)."""
-        return ops.where(keep, x * (1.0 / (1.0 - self.rate)), ops.zeros_like(x))
-
-
 class AlbertEmbeddings(keras.layers.Layer):
     """Word + token-type + position embeddings (size E), LayerNorm, dropout."""
 
@@ -685,89 +338,6 @@ class AlbertMLMHead(keras.layers.Layer):
 
 
 # --------------------------------------------------------------------------- models
-class _SharedWeightCasts(AutocastScope):
-    """Mixed precision's weight casts, made once per forward pass and shared by every
-    application of a shared layer.
-
-    Keras casts a float32 variable to the compute dtype each time a layer reads it. ALBERT
-    applies one parameter group ``num_hidden_layers`` times, so a forward pass makes that
-    many low-precision copies of the group's weights, and the graph executor keeps each one
-    for its application's backward pass (XLA merges the equal casts; the executor does
-    not): at base 11 extra bfloat16 copies of 7.1 M weights, 156 MB. Under this scope each
-    variable is cast once.
-
-    ``reads`` maps ``id`` of a variable to the number of reads expected in one pass (a
-    shared layer's applications). Such a variable is cast by :func:`_fanned_cast`, whose
-    outputs are handed out one per read and whose backward pass sums the reads' gradients
-    in float32 in one kernel; other variables' reads return their one cast through
-    :func:`_shared_cast_use`, whose gradient is the read's own gradient in the variable's
-    dtype. Either way the applications' weight gradients are summed in float32, as with a
-    cast per read.
-    """
-
-    def __init__(self, dtype: Any, reads: dict[int, int] | None = None):
-        super().__init__(dtype)
-        self._reads = reads or {}
-        self._casts: dict[int, tuple[Any, Any, list[Any]]] = {}
-
-    def maybe_cast(self, value: Any) -> Any:
-        dtype = tf.as_dtype(self.dtype) if self.dtype is not None else None
-        if dtype is None or not value.dtype.is_floating or value.dtype == dtype:
-            return super().maybe_cast(value)
-        read = tf.convert_to_tensor(value)  # a recorded read: the gradient reaches value
-        entry = self._casts.get(id(value))
-        if entry is None:
-            # The variable is held with its cast so that its id is not reused in this pass.
-            reads = self._reads.get(id(value), 1)
-            if reads > 1:
-                uses = list(_fanned_cast(read, dtype, reads))
-                entry = (value, tf.stop_gradient(uses[0]), uses)
-            else:
-                entry = (value, tf.cast(tf.stop_gradient(read), dtype), [])
-            self._casts[id(value)] = entry
-        if entry[2]:
-            return entry[2].pop(0)
-        return _shared_cast_use(read, entry[1])
-
-
-def _fanned_cast(read: Any, dtype: Any, reads: int) -> list[Any]:
-    """``reads`` uses of one ``dtype`` cast of ``read``; the gradient is the sum of the
-    uses' gradients, computed in ``read``'s dtype by one XLA kernel: each element is read
-    once and widened in registers, with no full-size float32 copy per use.
-
-    Autodiff would sum a shared read's gradients itself, but in the compute dtype; with a
-    cast per read it casts each to float32 first (at base 12 float32 copies of the layer's
-    gradients, alive together at the end of the backward pass) and then adds them.
-    """
-
-    @tf.custom_gradient
-    def fan(x: Any) -> tuple[list[Any], Callable[..., Any]]:
-        cast = tf.cast(x, dtype)
-
-        def grad(*d_uses: Any) -> Any:
-            return _sum_wide([d for d in d_uses if d is not None], x.dtype)
-
-        return [tf.identity(cast) for _ in range(reads)], grad
-
-    return fan(read)
-
-
-@tf.function(jit_compile=True, reduce_retracing=True)
-def _sum_wide(parts: list[Any], dtype: Any) -> Any:
-    return tf.add_n([tf.cast(p, dtype) for p in parts])
-
-
-@tf.custom_gradient
-def _shared_cast_use(read: Any, cast: Any) -> tuple[Any, Callable[[Any], Any]]:
-    """``cast`` (the shared low-precision copy of ``read``) passed on as this read's value;
-    the gradient goes to ``read`` in its own dtype, none to the shared copy."""
-
-    def grad(d_cast: Any) -> tuple[Any, None]:
-        return tf.cast(d_cast, read.dtype), None
-
-    return tf.identity(cast), grad
-
-
 class AlbertEncoder(keras.Model):
     """The ALBERT encoder: embeddings, shared transformer groups and the [CLS] pooler.
 
@@ -802,7 +372,7 @@ class AlbertEncoder(keras.Model):
         remat: RematMode | bool = "none",
         **kwargs: Any,
     ):
-        super().__init__(name=name, dtype=_check_dtype(dtype), **kwargs)
+        super().__init__(name=name, dtype=check_dtype(dtype), **kwargs)
         if not isinstance(spec, AlbertSpec):
             raise TypeError(f"spec must be an AlbertSpec, got {type(spec).__name__}")
         self.spec = spec
@@ -842,12 +412,12 @@ class AlbertEncoder(keras.Model):
     def call(self, inputs: Inputs, training: bool = False) -> dict[str, Any]:
         if self.compute_dtype == self.variable_dtype:
             return self._forward(inputs, training)
-        with _SharedWeightCasts(self.compute_dtype, self._shared_reads(training)):
+        with SharedWeightCasts(self.compute_dtype, self._shared_reads(training)):
             return self._forward(inputs, training)
 
     def _shared_reads(self, training: bool) -> dict[int, int]:
         """Reads per forward pass of each variable of a group applied more than once (for
-        :class:`_SharedWeightCasts`); none under full recomputation in training, whose
+        :class:`SharedWeightCasts`); none under full recomputation in training, whose
         backward pass reads the weights again."""
         if self.remat == "full" and training:
             return {}
@@ -900,11 +470,11 @@ class AlbertEncoder(keras.Model):
         }
 
         def apply(h: Any, b: Any) -> Any:
-            token = _DRAWN_SEEDS.set(seeds)
+            token = DRAWN_SEEDS.set(seeds)
             try:
                 return group(h, b, training=True)
             finally:
-                _DRAWN_SEEDS.reset(token)
+                DRAWN_SEEDS.reset(token)
 
         return keras.remat(apply)(hidden, bias)
 
@@ -935,7 +505,7 @@ class _AlbertHeadModel(keras.Model):
 
     def __init__(self, spec: AlbertSpec, dtype: Any, name: str, remat: RematMode | bool = "none",
                  **kwargs: Any):
-        super().__init__(name=name, dtype=_check_dtype(dtype), **kwargs)
+        super().__init__(name=name, dtype=check_dtype(dtype), **kwargs)
         if not isinstance(spec, AlbertSpec):
             raise TypeError(f"spec must be an AlbertSpec, got {type(spec).__name__}")
         self.spec = spec
@@ -1002,7 +572,7 @@ class AlbertForPretraining(_AlbertHeadModel):
         masked = gather_positions(enc["sequence_output"], inputs["masked_lm_positions"])
         mlm = self.predictions(masked, self.albert.embeddings.word_embeddings.embeddings)
         sop = self.sop_classifier(self.sop_dropout(enc["pooled_output"], training=training))
-        return _as_float32({"mlm_logits": mlm, "sop_logits": sop})
+        return as_float32({"mlm_logits": mlm, "sop_logits": sop})
 
     def full_mlm_logits(self, inputs: Inputs, training: bool = False) -> Any:
         """Vocabulary logits at every position [B, T, V] (float32); tests and inference only."""
@@ -1049,7 +619,7 @@ class AlbertForQuestionAnswering(_AlbertHeadModel):
     def call(self, inputs: Inputs, training: bool = False) -> dict[str, Any]:
         enc = self.albert(inputs, training=training)
         logits = self.qa_outputs(enc["sequence_output"])  # [B, T, 2]
-        return _as_float32({"start_logits": logits[..., 0], "end_logits": logits[..., 1]})
+        return as_float32({"start_logits": logits[..., 0], "end_logits": logits[..., 1]})
 
 
 class AlbertForSequenceClassification(_AlbertHeadModel):
@@ -1089,7 +659,7 @@ class AlbertForSequenceClassification(_AlbertHeadModel):
     def call(self, inputs: Inputs, training: bool = False) -> dict[str, Any]:
         enc = self.albert(inputs, training=training)
         logits = self.classifier(self.dropout(enc["pooled_output"], training=training))
-        return _as_float32({"logits": logits})
+        return as_float32({"logits": logits})
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "num_labels": self.num_labels}

@@ -37,6 +37,7 @@ from typing import Literal
 from albertkit.config.sizes import AlbertSpec
 from albertkit.errors import ConfigError
 from albertkit.hardware import DeviceKind, GiB
+from albertkit.models.options import FUSED_ACTIVATIONS, RematMode, remat_mode
 
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 
@@ -52,7 +53,7 @@ ACT_FFN = 4
 SELECTIVE_ACT_FFN = 2
 # Without XLA (TensorFlow's graph executor runs the ops one by one) the backward pass keeps
 # what each op's gradient needs. With the fused GELU and LayerNorm kernels
-# (``albert.fused_activation``, ``albert.LayerNorm``: each keeps only its input) and the
+# (``kernels.fused_activation``, ``layers.LayerNorm``: each keeps only its input) and the
 # attention core's own backward pass, that is 9 H-wide and 2 F-wide tensors per token and
 # layer in both "none" and "selective" remat, fitted to the allocator peaks of ALBERT-base
 # (docs/memory.md: seq 128 x 8 and 16, seq 512 x 2 and 4, float32 and mixed_bfloat16, both
@@ -62,41 +63,18 @@ SELECTIVE_ACT_FFN = 2
 # dropout, or float16 with its float32 softmax), the scores plus float32 probabilities.
 GRAPH_ACT_HIDDEN = 9
 GRAPH_ACT_FFN = 6
-# The activations that run as one fused kernel each way (``albert.fused_activation``), whose
-# backward pass keeps only the input: without XLA the FFN then keeps its 2 F-wide tensors
-# (pre-activation and output) in every remat mode, as "selective" does for the others. In an
-# XLA-compiled step the kernels are inlined and XLA keeps ACT_FFN F-wide tensors, since
-# "selective" recomputes only a formula activation (measured, docs/memory.md).
-FUSED_ACTIVATIONS = frozenset({"gelu", "gelu_new", "gelu_fast"})
+# The activations in FUSED_ACTIVATIONS run as one fused kernel each way
+# (``kernels.fused_activation``), whose backward pass keeps only the input: without XLA the
+# FFN then keeps its 2 F-wide tensors (pre-activation and output) in every remat mode, as
+# "selective" does for the others. In an XLA-compiled step the kernels are inlined and XLA
+# keeps ACT_FFN F-wide tensors, since "selective" recomputes only a formula activation
+# (measured, docs/memory.md).
 # Bytes per activation element of an XLA-compiled step on a CPU under mixed precision. XLA's
 # CPU backend computes 16-bit types in float32 (its float-normalization pass) and keeps part
 # of the activations in float32, part in the 16-bit type: fitted to TensorFlow's allocator
 # peaks of ALBERT-base in mixed_bfloat16 with selective remat (docs/memory.md: seq 128 x 4,
 # 8 and 16, seq 512 x 2 and 4), where 2 bytes predicted x0.68-0.78 and 4 bytes x1.01-1.26.
 XLA_CPU_16BIT_BYTES = 3
-
-# What the backward pass recomputes instead of keeping (gradient checkpointing): "none"
-# keeps what autodiff asks for; "selective" recomputes, in each layer, the attention core
-# (T x T scores and probabilities) and the FFN activation's elementwise intermediates, which
-# dominate activation memory for a few percent of the FLOPs (Korthikanti et al. 2022,
-# https://arxiv.org/abs/2205.05198, recompute the attention core the same way); "full"
-# recomputes each transformer-layer application from its input.
-RematMode = Literal["none", "selective", "full"]
-REMAT_MODES: tuple[str, ...] = ("none", "selective", "full")
-
-
-def remat_mode(value: RematMode | bool) -> RematMode:
-    """``value`` as a :data:`RematMode`; True means "full" and False "none" (albertkit 0.1).
-
-    Example:
-        >>> remat_mode(True), remat_mode("selective")
-        ('full', 'selective')
-    """
-    if value is True or value is False:
-        return "full" if value else "none"
-    if value not in REMAT_MODES:
-        raise ValueError(f"remat={value!r}; expected one of {', '.join(REMAT_MODES)}")
-    return value
 
 
 def default_predictions(seq_length: int, masked_lm_prob: float = 0.15) -> int:
@@ -272,7 +250,7 @@ def estimate_memory(
     n = parameter_count(spec)
     # One 16-bit copy of every weight under mixed precision, on both paths: XLA merges the
     # equal casts of a shared layer's applications, and without XLA the encoder makes one
-    # cast per weight and forward pass (albertkit.models.albert._SharedWeightCasts).
+    # cast per weight and forward pass (albertkit.models.precision.SharedWeightCasts).
     casts = 2.0 * n if precision != "float32" else 0.0
     state = {
         "weights": 4.0 * n,
@@ -299,7 +277,7 @@ def estimate_memory(
         # (docs/memory.md): 550 MiB at micro-batch 2 and 568 at 4 in mixed_bfloat16 (6
         # layers at 2: 358), where the activations alone predicted 297-391. Under mixed
         # precision the copies are in the compute dtype, summed in float32 by one kernel
-        # (albertkit.models.albert._fanned_cast): 379 MiB at micro-batch 2.
+        # (albertkit.models.precision._fanned_cast): 379 MiB at micro-batch 2.
         copies = weight_grads * compute_bytes(precision) / 4
         activations["weight_gradient_copies"] = max(0.0, copies - sum(activations.values()))
     return MemoryEstimate(n, micro_batch, state, activations)

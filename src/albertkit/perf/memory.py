@@ -45,10 +45,10 @@ from albertkit.hardware import Device, GiB, XlaSetting, get_device, resolve_xla
 from albertkit.models.footprint import (  # noqa: F401 - FlopCount, training_flops re-exported
     FlopCount,
     Precision,
-    RematMode,
     estimate_memory,
     training_flops,
 )
+from albertkit.models.options import RematMode
 
 # --------------------------------------------------------------------------- devices
 # The devices the planner documents (docs/memory.md) and the CLI table shows by default.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from albertkit.models.footprint import RematMode, remat_mode
+from albertkit.models.options import RematMode, remat_mode
 from albertkit.perf.result import BenchmarkResult, FrameworkResult
 
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from albertkit.config import TrainerConfig
     from albertkit.config.sizes import AlbertSpec
     from albertkit.distributed import Distributor
-    from albertkit.models.footprint import RematMode
+    from albertkit.models.options import RematMode
 
     Batch = Mapping[str, tf.Tensor]
     Stats = dict[str, tf.Tensor]

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
     from albertkit.distributed import Distributor
-    from albertkit.models.footprint import RematMode
+    from albertkit.models.options import RematMode
 
 log = logging.getLogger(__name__)
 

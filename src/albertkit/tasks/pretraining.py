@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
     from albertkit.distributed import Distributor
-    from albertkit.models.footprint import RematMode
+    from albertkit.models.options import RematMode
 
 class PretrainingTask(Task):
     """MLM + SOP pretraining of :class:`~albertkit.models.albert.AlbertForPretraining`.
@@ -114,7 +114,7 @@ class PretrainingTask(Task):
                        ) -> tuple[tf.Tensor, Stats]:
         import tensorflow as tf
 
-        from albertkit.models.albert import sparse_cross_entropy
+        from albertkit.models.kernels import sparse_cross_entropy
 
         out = model(batch, training=training)
         sop_logits = tf.cast(out["sop_logits"], tf.float32)  # [B, 2]
@@ -147,7 +147,7 @@ class PretrainingTask(Task):
         mean cross-entropy, as the batch loss but per row) plus its SOP cross-entropy."""
         import tensorflow as tf
 
-        from albertkit.models.albert import sparse_cross_entropy
+        from albertkit.models.kernels import sparse_cross_entropy
 
         out = model(batch, training=False)
         mlm_ce, _ = sparse_cross_entropy(out["mlm_logits"], batch["masked_lm_ids"])  # [B, P]
