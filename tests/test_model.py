@@ -283,6 +283,20 @@ def test_sparse_cross_entropy_matches_numpy_log_softmax_and_its_gradient():
     np.testing.assert_allclose(tape.gradient(total, xt), grad_want, atol=1e-12)
 
 
+def test_sparse_cross_entropy_takes_labels_of_any_rank_in_one_process():
+    """Rank 1, then 2, then 3 labels (the kernels are traced once per process and reused):
+    each equals TensorFlow's op. A kernel traced for two ranks used to fall back to an
+    unknown rank and fail on the next call."""
+    rng = np.random.default_rng(7)
+    for shape in [(3,), (2, 3), (2, 2, 3), (4,)]:
+        x = tf.constant(rng.normal(size=(*shape, 5)), tf.float32)
+        labels = tf.constant(rng.integers(0, 5, shape))
+        ce, hit = sparse_cross_entropy(x, labels)
+        assert ce.shape == hit.shape == shape
+        np.testing.assert_allclose(
+            ce, tf.nn.sparse_softmax_cross_entropy_with_logits(labels, x), rtol=1e-6)
+
+
 def test_sparse_cross_entropy_takes_low_precision_logits_and_flags_bad_labels():
     """bfloat16 logits: float32 losses equal to TensorFlow's op on the same values, the
     gradient in bfloat16 within its rounding; a label outside [0, V) gives NaN, not a loss."""
