@@ -16,20 +16,26 @@ Example:
     1
 """
 
-from albertkit.config.overrides import apply_overrides
-from albertkit.config.root import PLUGIN_SECTIONS, TrainerConfig
-from albertkit.config.sections import (
+from albertkit.config.data import (
     TASK_OF_KIND,
-    AdamWConfig,
-    CheckpointConfig,
     ClassificationData,
     DataConfig,
     DemoData,
-    DistributedConfig,
     GlueTaskName,
+    MaskingConfig,
+    SquadData,
+    SyntheticData,
+    TaskName,
+    TFRecordData,
+)
+from albertkit.config.overrides import apply_overrides
+from albertkit.config.root import PLUGIN_SECTIONS, TrainerConfig
+from albertkit.config.sections import (
+    AdamWConfig,
+    CheckpointConfig,
+    DistributedConfig,
     LambConfig,
     LoggingConfig,
-    MaskingConfig,
     MlflowConfig,
     ModelConfig,
     OptimizerConfig,
@@ -37,10 +43,6 @@ from albertkit.config.sections import (
     RuntimeConfig,
     ScheduleConfig,
     SiftingConfig,
-    SquadData,
-    SyntheticData,
-    TaskName,
-    TFRecordData,
 )
 from albertkit.config.validation import format_validation_errors, invalid_configuration
 from albertkit.errors import ConfigError

@@ -28,19 +28,21 @@ from typing import Any
 import yaml
 from pydantic import Field, ModelWrapValidatorHandler, PrivateAttr, ValidationError, model_validator
 
+from albertkit.config.base import Section
+from albertkit.config.data import (
+    TASK_OF_KIND,
+    DataConfig,
+    TaskName,
+)
 from albertkit.config.overrides import apply_overrides
 from albertkit.config.sections import (
-    TASK_OF_KIND,
     CheckpointConfig,
-    DataConfig,
     DistributedConfig,
     LambConfig,
     LoggingConfig,
     ModelConfig,
     OptimizerConfig,
     RuntimeConfig,
-    TaskName,
-    _Section,
 )
 from albertkit.config.validation import invalid_configuration
 from albertkit.fileio import atomic_write_text, load_yaml
@@ -49,7 +51,7 @@ from albertkit.fileio import atomic_write_text, load_yaml
 PLUGIN_SECTIONS: tuple[str, ...] = ("sagemaker",)
 
 
-class TrainerConfig(_Section):
+class TrainerConfig(Section):
     """The root of every albertkit job.
 
     Example:

@@ -26,9 +26,10 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from albertkit.config import TrainerConfig, invalid_configuration
+from albertkit.config.base import Section
 from albertkit.hardware import instance_spec
 
 # Service limits of CreateTrainingJob (botocore's service model for sagemaker 2017-07-24 and
@@ -111,8 +112,6 @@ _SECRET_ADVICE = (
     "instead, or read the secret from AWS Secrets Manager inside the job"
 )
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 def _check_s3(field: str, value: str | None) -> str | None:
@@ -124,7 +123,7 @@ def _check_s3(field: str, value: str | None) -> str | None:
 
 
 # --------------------------------------------------------------------------- inputs
-class S3Input(_Section):
+class S3Input(Section):
     """A channel downloaded from (``File``) or streamed from (``FastFile``) an S3 prefix.
 
     ``path_in_config`` is the path prefix the training config uses for this data; in the
@@ -147,7 +146,7 @@ class S3Input(_Section):
         return self.path_in_config or self.uri
 
 
-class FSxLustreInput(_Section):
+class FSxLustreInput(Section):
     """A channel mounted from an FSx for Lustre file system (needs VPC subnets and groups).
 
     ``mount_name`` is the file system's Lustre mount name (``aws fsx describe-file-systems``
@@ -185,7 +184,7 @@ class FSxLustreInput(_Section):
         return self.path_in_config
 
 
-class LocalInput(_Section):
+class LocalInput(Section):
     """A local file or directory, uploaded to S3 by the SageMaker SDK at submission (tests,
     small fine-tuning sets). ``path_in_config`` defaults to the local path."""
 
@@ -201,7 +200,7 @@ InputConfig = Annotated[S3Input | FSxLustreInput | LocalInput, Field(discriminat
 
 
 # --------------------------------------------------------------------------- distribution
-class HorovodDistribution(_Section):
+class HorovodDistribution(Section):
     """Horovod over MPI: ``processes_per_host`` processes on every instance (default: one per
     GPU, from albertkit's instance table). The image needs Open MPI, sshd and mpi4py."""
 
@@ -210,7 +209,7 @@ class HorovodDistribution(_Section):
     mpi_options: list[str] = []
 
 
-class MultiWorkerDistribution(_Section):
+class MultiWorkerDistribution(Section):
     """``tf.distribute.MultiWorkerMirroredStrategy``: one process per instance using all its
     GPUs; the entry point builds TF_CONFIG from SM_HOSTS and listens on ``port``."""
 
@@ -226,7 +225,7 @@ HyperparameterValue = str | bool | int | float
 
 
 # --------------------------------------------------------------------------- root
-class SageMakerConfig(_Section):
+class SageMakerConfig(Section):
     """How an albertkit run executes as a SageMaker training job.
 
     Example:
