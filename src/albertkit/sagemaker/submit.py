@@ -19,6 +19,7 @@ import json
 import logging
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 _SDK_INSTALL_HINT = (
     "submitting needs the SageMaker SDK v3 and boto3: pip install 'albertkit[sagemaker]'"
 )
-
 
 
 class SageMakerJob(JobPlan):
@@ -271,7 +271,19 @@ class TrainingJobHandle:
         self._resource().wait(logs=logs)
 
     def stop(self) -> None:
-        self._resource().stop()
+        """Ask SageMaker to stop the job (its status becomes ``Stopping``, then ``Stopped``)."""
+        self._client().stop_training_job(TrainingJobName=self.job_name)
+
+    def logs(self, follow: bool = False, poll: float = 5.0) -> Iterator[tuple[str, str]]:
+        """``(stream name, message)`` for the job's CloudWatch log events, one stream per
+        host. ``follow`` keeps reading until the job ends; otherwise it returns once it has
+        read what exists."""
+        import boto3
+
+        from albertkit.sagemaker.joblogs import log_events
+
+        client = (self._boto_session or boto3.Session()).client("logs")
+        return log_events(client, self.job_name, follow=follow, status=self.status, poll=poll)
 
 
 def _horovod_driver_config(driver_dir: Path, processes_per_host: int, mpi_options: list[str]):
