@@ -4,7 +4,8 @@
 ``fit()``, which uploads the staged source and submits it through the SageMaker SDK v3
 ``ModelTrainer`` (and, when waiting, streams the CloudWatch logs), and ``status()``,
 ``wait()``, ``stop()``. ``attach(name)`` follows a job that is already running. The SDK is
-imported only here and only when used (``pip install 'albertkit[sagemaker]'``).
+imported only here and only when used (the ``sagemaker`` extra: ``pip install -e
+'.[sagemaker]'`` in a clone of this repository).
 
 Example:
     >>> job = to_sagemaker(cfg, instance_count=2, distribution={"kind": "horovod"})
@@ -34,7 +35,8 @@ from albertkit.sagemaker.plan import JobPlan
 log = logging.getLogger(__name__)
 
 _SDK_INSTALL_HINT = (
-    "submitting needs the SageMaker SDK v3 and boto3: pip install 'albertkit[sagemaker]'"
+    "submitting needs the SageMaker SDK v3 and boto3: pip install -e '.[sagemaker]' in a "
+    "clone of the albertkit repository (albertkit is not on PyPI)"
 )
 
 
