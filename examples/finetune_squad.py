@@ -118,7 +118,7 @@ def main() -> int:
         report = write_run_report(run_dir)  # v2.0 adds squad_threshold.png
         print(f"report: {report.markdown} ({', '.join(sorted(report.charts))})")
     except ImportError:
-        print("report skipped: pip install 'albertkit[report]' for charts")
+        print("report skipped: for charts, pip install -e '.[report]' in the albertkit clone")
     return 0
 
 

@@ -106,7 +106,7 @@ def write_report(run_dir: Path) -> None:
 
         report = write_run_report(run_dir)
     except ImportError:
-        print("report skipped: pip install 'albertkit[report]' for charts")
+        print("report skipped: for charts, pip install -e '.[report]' in the albertkit clone")
         return
     print(f"report: {report.markdown} ({', '.join(sorted(report.charts))})")
 

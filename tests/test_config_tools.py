@@ -28,11 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "configuration.md"
 REGENERATE = "albertkit config reference --out docs/configuration.md"
 
-# Sections whose fields still lack `description=` (owned by the SageMaker module); remove a
-# name here once its fields are described, so that new fields cannot go undocumented.
-DESCRIPTIONS_PENDING = {"SageMakerConfig", "S3Input", "FSxLustreInput", "LocalInput",
-                        "HorovodDistribution", "MultiWorkerDistribution"}
-
 
 def _cli(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="albertkit")
@@ -83,7 +78,6 @@ def test_reference_lists_every_section_and_field():
 
 def test_every_config_field_has_a_description():
     missing = [f"{path or '<root>'}.{name}" for path, model in _sections()
-               if model.__name__ not in DESCRIPTIONS_PENDING
                for name, info in model.model_fields.items() if not info.description]
     assert not missing, f"add description= to these Field(...)s: {missing}"
 

@@ -253,7 +253,7 @@ def test_missing_matplotlib_gives_install_hint(tmp_path, monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    with pytest.raises(ReportError, match=r"pip install 'albertkit\[report\]'"):
+    with pytest.raises(ReportError, match=r"pip install -e '\.\[report\]' in a clone of the albertkit repository"):
         write_run_report(run)
 
 

@@ -532,3 +532,32 @@ def test_example_buckets_come_from_the_environment():
             root / "sagemaker_pretrain_base.yaml", [], smdefaults.sagemaker_defaults_from_env(env)
         ))
     refused(r"bucket='s3://x' is not an S3 bucket name", bucket="s3://x")
+
+
+def test_every_sagemaker_field_has_a_description():
+    """Every field of every model in albertkit.sagemaker.config, nested ones included (they
+    become the sagemaker rows of docs/configuration.md)."""
+    import inspect
+
+    from pydantic import BaseModel
+
+    from albertkit.sagemaker import config as smconfig
+
+    models = [
+        obj
+        for obj in vars(smconfig).values()
+        if inspect.isclass(obj)
+        and issubclass(obj, BaseModel)
+        and obj.__module__ == smconfig.__name__
+    ]
+    assert {m.__name__ for m in models} >= {
+        "SageMakerConfig", "S3Input", "FSxLustreInput", "LocalInput",
+        "HorovodDistribution", "MultiWorkerDistribution",
+    }
+    missing = [
+        f"{m.__name__}.{name}"
+        for m in models
+        for name, info in m.model_fields.items()
+        if not (info.description or "").strip()
+    ]
+    assert not missing, f"add description= to these fields: {missing}"

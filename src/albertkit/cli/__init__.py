@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_optional_commands(sub) -> None:
     """Subcommands whose parsers still live beside the code they drive."""
     from albertkit.cli.benchmark import add_benchmark_parser
+    from albertkit.cli.jobs import add_jobs_parser
     from albertkit.cli.report import add_report_parser
     from albertkit.cli.sagemaker import add_launch_parser
     from albertkit.sagemaker.defaults import sagemaker_defaults_from_env
@@ -60,6 +61,7 @@ def _add_optional_commands(sub) -> None:
     add_prepare_data_parser(sub)
     add_evaluate_squad_parser(sub)
     add_launch_parser(sub, sagemaker_defaults_from_env(os.environ))  # env read here, not in configs
+    add_jobs_parser(sub, sagemaker_defaults_from_env(os.environ))
     add_benchmark_parser(sub)
     add_report_parser(sub)
     add_config_parser(sub, sagemaker_defaults_from_env(os.environ))

@@ -4,8 +4,8 @@
   fine-tuning scores and the SQuAD v2.0 threshold curve, with ``report.md``;
 * :func:`write_benchmark_report` (:mod:`albertkit.report.benchmark`): ``albertkit benchmark
   --json`` results against sequence length and process count, with ``benchmark.md``;
-* :mod:`albertkit.report.charts`: the drawing (matplotlib, optional: ``pip install
-  'albertkit[report]'``);
+* :mod:`albertkit.report.charts`: the drawing (matplotlib, optional: ``pip install -e
+  '.[report]'`` in a clone of this repository);
 * :mod:`albertkit.report.output`: what every report shares (its error, the files written).
 """
 

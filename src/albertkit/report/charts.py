@@ -1,8 +1,8 @@
 """Charts drawn with matplotlib's object API (``matplotlib.figure.Figure`` rendered by Agg).
 
 Nothing process-wide (pyplot state, the default backend) is touched, so reports can be
-drawn inside any program. matplotlib is an optional dependency (``pip install
-'albertkit[report]'``), imported only when a chart is drawn.
+drawn inside any program. matplotlib is an optional dependency (``pip install -e
+'.[report]'`` in a clone of this repository), imported only when a chart is drawn.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from albertkit.errors import ReportError
 from albertkit.fileio import atomic_write_bytes
 
-INSTALL_HINT = "pip install 'albertkit[report]'"
+INSTALL_HINT = "pip install -e '.[report]' in a clone of the albertkit repository"
 
 # null_odds at or beyond this magnitude are the "no valid span at all" sentinel
 # (albertkit.tasks.squad.NO_SPAN_ODDS = 1e6): such questions never change the curve, so

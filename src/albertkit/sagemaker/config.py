@@ -131,11 +131,23 @@ class S3Input(Section):
     to the S3 URI itself, so configs may name ``s3://...`` files directly.
     """
 
-    kind: Literal["s3"] = "s3"
-    uri: str
-    input_mode: Literal["File", "FastFile"] = "File"
-    distribution: Literal["FullyReplicated", "ShardedByS3Key"] = "FullyReplicated"
-    path_in_config: str | None = None
+    kind: Literal["s3"] = Field("s3", description="An S3 channel.")
+    uri: str = Field(description="S3 prefix (or object) of the data, s3://bucket/prefix.")
+    input_mode: Literal["File", "FastFile"] = Field(
+        "File",
+        description="File: copied to the instance's volume before training starts; FastFile: "
+        "streamed from S3 as it is read.",
+    )
+    distribution: Literal["FullyReplicated", "ShardedByS3Key"] = Field(
+        "FullyReplicated",
+        description="FullyReplicated: every instance gets all objects; ShardedByS3Key: each "
+        "instance gets a share of the objects.",
+    )
+    path_in_config: str | None = Field(
+        None,
+        description="Path prefix the training config uses for this data, rewritten to the "
+        "channel directory in the container; null = uri.",
+    )
 
     @field_validator("uri")
     @classmethod
@@ -153,12 +165,25 @@ class FSxLustreInput(Section):
     -> ``LustreConfiguration.MountName``); ``directory`` a path inside it.
     """
 
-    kind: Literal["fsx_lustre"] = "fsx_lustre"
-    file_system_id: str
-    mount_name: str = Field(..., min_length=1)
-    directory: str = "/"
-    access_mode: Literal["ro", "rw"] = "ro"
-    path_in_config: str | None = None
+    kind: Literal["fsx_lustre"] = Field(
+        "fsx_lustre", description="A channel mounted from FSx for Lustre."
+    )
+    file_system_id: str = Field(description="The file system's id, fs-0123456789abcdef0.")
+    mount_name: str = Field(
+        ...,
+        min_length=1,
+        description="The file system's Lustre mount name (LustreConfiguration.MountName), "
+        "without '/'.",
+    )
+    directory: str = Field("/", description="Directory inside the file system; / = its root.")
+    access_mode: Literal["ro", "rw"] = Field(
+        "ro", description="Mount read-only (ro) or read-write (rw)."
+    )
+    path_in_config: str | None = Field(
+        None,
+        description="Path prefix the training config uses for this data, rewritten to the "
+        "channel directory in the container; null = no rewriting.",
+    )
 
     @field_validator("file_system_id")
     @classmethod
@@ -188,9 +213,15 @@ class LocalInput(Section):
     """A local file or directory, uploaded to S3 by the SageMaker SDK at submission (tests,
     small fine-tuning sets). ``path_in_config`` defaults to the local path."""
 
-    kind: Literal["local"] = "local"
-    path: Path
-    path_in_config: str | None = None
+    kind: Literal["local"] = Field(
+        "local", description="A local file or directory, uploaded at submission."
+    )
+    path: Path = Field(description="Local file or directory to upload.")
+    path_in_config: str | None = Field(
+        None,
+        description="Path prefix the training config uses for this data, rewritten to the "
+        "channel directory in the container; null = path.",
+    )
 
     def config_prefix(self) -> str | None:
         return self.path_in_config or str(self.path)
@@ -204,17 +235,31 @@ class HorovodDistribution(Section):
     """Horovod over MPI: ``processes_per_host`` processes on every instance (default: one per
     GPU, from albertkit's instance table). The image needs Open MPI, sshd and mpi4py."""
 
-    kind: Literal["horovod"] = "horovod"
-    processes_per_host: int | None = Field(None, gt=0)
-    mpi_options: list[str] = []
+    kind: Literal["horovod"] = Field("horovod", description="Horovod over MPI.")
+    processes_per_host: int | None = Field(
+        None,
+        gt=0,
+        description="MPI processes (one GPU each) per instance; null = the instance type's GPU "
+        "count from albertkit's instance table.",
+    )
+    mpi_options: list[str] = Field(
+        [], description="Extra options for mpirun, e.g. ['-x', 'NCCL_DEBUG=INFO']."
+    )
 
 
 class MultiWorkerDistribution(Section):
     """``tf.distribute.MultiWorkerMirroredStrategy``: one process per instance using all its
     GPUs; the entry point builds TF_CONFIG from SM_HOSTS and listens on ``port``."""
 
-    kind: Literal["tf_multiworker"] = "tf_multiworker"
-    port: int = Field(MULTIWORKER_PORT, ge=1024, le=65535)
+    kind: Literal["tf_multiworker"] = Field(
+        "tf_multiworker", description="tf.distribute.MultiWorkerMirroredStrategy."
+    )
+    port: int = Field(
+        MULTIWORKER_PORT,
+        ge=1024,
+        le=65535,
+        description="TCP port each worker listens on for the others (in TF_CONFIG).",
+    )
 
 
 DistributionConfig = Annotated[
@@ -237,41 +282,129 @@ class SageMakerConfig(Section):
     # identity and image
     bucket: str | None = Field(
         None,
-        description="the project's S3 bucket; '{bucket}' in any other sagemaker value "
+        description="The project's S3 bucket; '{bucket}' in any other sagemaker value "
         "(s3://{bucket}/checkpoints/...) is replaced by it, so an example config names no "
-        "bucket of its own ($ALBERTKIT_SM_BUCKET sets it for albertkit launch)",
+        "bucket of its own ($ALBERTKIT_SM_BUCKET sets it for albertkit launch).",
     )
-    role_arn: str | None = None
-    image_uri: str | None = None
-    region: str | None = None
-    base_job_name: str = Field("albertkit", min_length=1, max_length=63 - JOB_NAME_TIMESTAMP)
+    role_arn: str | None = Field(
+        None,
+        description="IAM role the job runs as (arn:aws:iam::ACCOUNT:role/NAME); required to "
+        "submit ($ALBERTKIT_SM_ROLE_ARN).",
+    )
+    image_uri: str | None = Field(
+        None,
+        description="Training image (ECR URI) with TensorFlow and albertkit's dependencies; "
+        "required to submit ($ALBERTKIT_SM_IMAGE_URI).",
+    )
+    region: str | None = Field(
+        None,
+        description="AWS region of the job; null = boto3's default (AWS_DEFAULT_REGION, the "
+        "profile's region).",
+    )
+    base_job_name: str = Field(
+        "albertkit",
+        min_length=1,
+        max_length=63 - JOB_NAME_TIMESTAMP,
+        description="Job name prefix; the job is named base_job_name-YYYYmmddHHMMSS (at most 63 characters).",
+    )
     # compute
-    instance_type: str = "ml.p4d.24xlarge"
-    instance_count: int = Field(1, ge=1)
-    volume_size_gb: int = Field(100, ge=1)
-    max_run_seconds: int = Field(2 * 24 * 3600, ge=1, le=MAX_RUNTIME_SECONDS)
-    spot: bool = False
-    max_wait_seconds: int | None = Field(None, ge=1)
-    keep_alive_seconds: int = Field(0, ge=0, le=MAX_KEEP_ALIVE_SECONDS)
-    distribution: DistributionConfig | None = None
+    instance_type: str = Field(
+        "ml.p4d.24xlarge", description="SageMaker instance type of every host."
+    )
+    instance_count: int = Field(
+        1, ge=1, description="Number of instances; more than 1 needs a distribution."
+    )
+    volume_size_gb: int = Field(
+        100, ge=1, description="Storage volume per instance, in GB (File-mode channels land here)."
+    )
+    max_run_seconds: int = Field(
+        2 * 24 * 3600,
+        ge=1,
+        le=MAX_RUNTIME_SECONDS,
+        description="Run time limit in seconds; SageMaker stops the job after it (default 2 "
+        "days).",
+    )
+    spot: bool = Field(
+        False,
+        description="Managed spot training; needs checkpoint_s3_uri and max_wait_seconds.",
+    )
+    max_wait_seconds: int | None = Field(
+        None,
+        ge=1,
+        description="Spot only: total time in seconds including waiting for capacity, at least "
+        "max_run_seconds.",
+    )
+    keep_alive_seconds: int = Field(
+        0,
+        ge=0,
+        le=MAX_KEEP_ALIVE_SECONDS,
+        description="Warm pool: seconds the instances stay up for the next job; 0 = none (not "
+        "with spot).",
+    )
+    distribution: DistributionConfig | None = Field(
+        None,
+        description="How processes are spread over the instances; null = one process "
+        "(defaults to the config's distributed.backend when that is not single).",
+    )
     # network
-    subnets: list[str] = []
-    security_group_ids: list[str] = []
-    encrypt_inter_container_traffic: bool = False
+    subnets: list[str] = Field(
+        [], description="VPC subnet ids; needed for FSx inputs, set together with "
+        "security_group_ids.",
+    )
+    security_group_ids: list[str] = Field(
+        [], description="VPC security group ids; set together with subnets."
+    )
+    encrypt_inter_container_traffic: bool = Field(
+        False, description="Encrypt traffic between the job's instances (slower collectives)."
+    )
     # data in and out
-    inputs: dict[str, InputConfig] = {}
-    output_path: str | None = None
-    checkpoint_s3_uri: str | None = None
-    checkpoint_local_path: str = "/opt/ml/checkpoints"
-    tensorboard_s3_uri: str | None = None
-    # run tracking: where the job's logging.mlflow sends the run (a SageMaker managed MLflow
-    # tracking server ARN, or an http(s) server the job's network reaches)
-    mlflow_tracking_uri: str | None = None
+    inputs: dict[str, InputConfig] = Field(
+        {},
+        description="Input channels by name (mounted at /opt/ml/input/data/NAME): s3, "
+        "fsx_lustre or local.",
+    )
+    output_path: str | None = Field(
+        None,
+        description="S3 prefix for the model artifact (model.tar.gz) and the uploaded source; "
+        "required to submit ($ALBERTKIT_SM_OUTPUT_PATH).",
+    )
+    checkpoint_s3_uri: str | None = Field(
+        None,
+        description="S3 prefix that checkpoint_local_path is synced to and restored from (a "
+        "restarted job resumes); required for spot; null = no sync.",
+    )
+    checkpoint_local_path: str = Field(
+        "/opt/ml/checkpoints",
+        description="Absolute container directory for checkpoints; the run directory in the job.",
+    )
+    tensorboard_s3_uri: str | None = Field(
+        None,
+        description="S3 prefix the job's TensorBoard files are copied to while it runs; null = "
+        "none.",
+    )
+    mlflow_tracking_uri: str | None = Field(
+        None,
+        description="Where the job's logging.mlflow sends the run: a SageMaker managed MLflow "
+        "tracking server ARN or an http(s) URL the job's network reaches; null = the "
+        "config's own logging.mlflow.",
+    )
     # job metadata
-    tags: dict[str, str] = {}
-    environment: dict[str, str] = {}
-    hyperparameters: dict[str, HyperparameterValue] = {}
-    ship_source: bool = True
+    tags: dict[str, str] = Field({}, description="AWS tags of the job (no secrets).")
+    environment: dict[str, str] = Field(
+        {},
+        description="Environment variables in the container; names with a secret word "
+        "(TOKEN, PASSWORD, ...) are refused.",
+    )
+    hyperparameters: dict[str, HyperparameterValue] = Field(
+        {},
+        description="Scalar config overrides by dotted path (optimizer.learning_rate: 1e-3), "
+        "applied in the container.",
+    )
+    ship_source: bool = Field(
+        True,
+        description="Upload this checkout's albertkit package with the job, so the container "
+        "runs the same code as the submitter.",
+    )
 
     # ------------------------------------------------------------------ the config section
     @classmethod

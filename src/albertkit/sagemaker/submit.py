@@ -4,7 +4,8 @@
 ``fit()``, which uploads the staged source and submits it through the SageMaker SDK v3
 ``ModelTrainer`` (and, when waiting, streams the CloudWatch logs), and ``status()``,
 ``wait()``, ``stop()``. ``attach(name)`` follows a job that is already running. The SDK is
-imported only here and only when used (``pip install 'albertkit[sagemaker]'``).
+imported only here and only when used (the ``sagemaker`` extra: ``pip install -e
+'.[sagemaker]'`` in a clone of this repository).
 
 Example:
     >>> job = to_sagemaker(cfg, instance_count=2, distribution={"kind": "horovod"})
@@ -19,6 +20,7 @@ import json
 import logging
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +35,9 @@ from albertkit.sagemaker.plan import JobPlan
 log = logging.getLogger(__name__)
 
 _SDK_INSTALL_HINT = (
-    "submitting needs the SageMaker SDK v3 and boto3: pip install 'albertkit[sagemaker]'"
+    "submitting needs the SageMaker SDK v3 and boto3: pip install -e '.[sagemaker]' in a "
+    "clone of the albertkit repository (albertkit is not on PyPI)"
 )
-
 
 
 class SageMakerJob(JobPlan):
@@ -271,7 +273,19 @@ class TrainingJobHandle:
         self._resource().wait(logs=logs)
 
     def stop(self) -> None:
-        self._resource().stop()
+        """Ask SageMaker to stop the job (its status becomes ``Stopping``, then ``Stopped``)."""
+        self._client().stop_training_job(TrainingJobName=self.job_name)
+
+    def logs(self, follow: bool = False, poll: float = 5.0) -> Iterator[tuple[str, str]]:
+        """``(stream name, message)`` for the job's CloudWatch log events, one stream per
+        host. ``follow`` keeps reading until the job ends; otherwise it returns once it has
+        read what exists."""
+        import boto3
+
+        from albertkit.sagemaker.joblogs import log_events
+
+        client = (self._boto_session or boto3.Session()).client("logs")
+        return log_events(client, self.job_name, follow=follow, status=self.status, poll=poll)
 
 
 def _horovod_driver_config(driver_dir: Path, processes_per_host: int, mpi_options: list[str]):

@@ -104,7 +104,8 @@ class MlflowTracker:
             from mlflow.tracking import MlflowClient
         except ImportError:
             raise ConfigError("logging.mlflow is set but MLflow is not installed: "
-                              "pip install 'albertkit[mlflow]'") from None
+                              "pip install -e '.[mlflow]' in a clone of the albertkit "
+                              "repository") from None
         uri, artifacts = resolve_uri(settings.tracking_uri, run_dir)
         return cls(MlflowClient(tracking_uri=uri), uri, artifacts, run_dir, settings.experiment,
                    settings.run_name or Path(run_dir).resolve().name,
