@@ -19,8 +19,9 @@ missing fields take ``AlbertConfig``'s defaults (``_HF_DEFAULTS``, checked again
 transformers by the tests).
 
 Example (export a tiny question-answering model, then import it back):
-    >>> spec = AlbertSpec(vocab_size=101, hidden_size=32, embedding_size=16,
-    ...                   num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    >>> spec = AlbertSpec(vocab_size=101, embedding_size=16, hidden_size=32,
+    ...                   num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+    ...                   max_position_embeddings=64)
     >>> qa = AlbertForQuestionAnswering(spec)
     >>> _ = qa.build_for(seq_length=8)
     >>> out = export_to_hf(qa, "albert-qa")
