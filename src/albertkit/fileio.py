@@ -14,10 +14,8 @@ malformed text, the line and column.
 This module imports nothing from albertkit but its errors, so every layer may use it.
 
 Example:
-    >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp())
-    >>> atomic_write_json(d / "a.json", {"step": 1})
-    >>> (d / "a.json").read_text()
+    >>> atomic_write_json(Path("a.json"), {"step": 1})
+    >>> Path("a.json").read_text()
     '{\\n  "step": 1\\n}\\n'
 """
 
@@ -159,8 +157,7 @@ def read_json(
     <what>: <reason>"``; ``hint`` (what to do about it) is appended to the last two.
 
     Example:
-        >>> import tempfile
-        >>> bad = Path(tempfile.mkdtemp()) / "x.json"
+        >>> bad = Path("x.json")
         >>> _ = bad.write_text('{"a": 1,\\n "b": }')
         >>> read_json(bad, "settings file")
         Traceback (most recent call last):

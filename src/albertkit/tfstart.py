@@ -28,8 +28,13 @@ The CLI's TensorFlow commands call it (quiet unless ``--debug``), as do the benc
 albertkit worker and the SageMaker entry point (not quiet: a job's log keeps everything). The
 Python API changes nothing in a user's process.
 
-Example:
-    >>> start_tensorflow(quiet=True)  # doctest: +SKIP
+Example (the first call imports TensorFlow, unless something already did; later calls return
+``""`` at once, and no held-back package stays blocked):
+    >>> _ = start_tensorflow(quiet=True)
+    >>> "tensorflow" in sys.modules, start_tensorflow(quiet=True)
+    (True, '')
+    >>> [name for name in UNUSED_OPTIONAL_PACKAGES if name in sys.modules and not sys.modules[name]]
+    []
 """
 
 from __future__ import annotations

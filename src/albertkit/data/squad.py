@@ -179,6 +179,7 @@ def read_squad(path: str | Path, version: str) -> list[SquadExample]:
     """Read and validate an official SQuAD v1.1/v2.0 JSON file.
 
     Example:
+        >>> import json
         >>> qas = [{"id": "q1", "question": "What does it train?", "is_impossible": False,
         ...         "answers": [{"text": "ALBERT models", "answer_start": 17}]},
         ...        {"id": "q2", "question": "Who wrote it?", "is_impossible": True, "answers": []}]

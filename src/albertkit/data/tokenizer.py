@@ -21,10 +21,17 @@ One deliberate difference: literal ``[CLS]``/``[SEP]``/``[MASK]``/``<pad>``/``<u
 strings inside raw text are ordinary text for albertkit (as for Google's tokenizer), while
 transformers matches them as special tokens. Corpus text must never inject control tokens.
 
-Example:
-    >>> tok = train_tokenizer(["corpus.txt"], "tok/", TokenizerConfig(vocab_size=3000))  # doctest: +SKIP
-    >>> tok.encode("Hello world")  # doctest: +SKIP
-    [1234, 567]
+Example (a corpus of 36 short lines; so small a vocabulary holds little more than letters):
+    >>> lines = [f"The {a} cat sat on the {b} mat." for a in ("red", "big", "old", "shy", "tall",
+    ...          "small") for b in ("blue", "flat", "new", "wet", "soft", "warm")]
+    >>> _ = Path("corpus.txt").write_text("\\n".join(lines) + "\\n")
+    >>> tok = train_tokenizer(["corpus.txt"], "tok", TokenizerConfig(vocab_size=36, num_threads=1))
+    >>> sorted(path.name for path in Path("tok").iterdir())
+    ['albertkit_tokenizer.json', 'spiece.model', 'tokenizer.json', 'tokenizer_config.json']
+    >>> tok.vocab_size, tok.pad_id, tok.cls_id, tok.sep_id, tok.mask_id
+    (36, 0, 2, 3, 4)
+    >>> tok.tokenize("The OLD cat.")
+    ['▁t', 'h', 'e', '▁', 'o', 'l', 'd', '▁', 'c', 'a', 't', '.']
 """
 
 from __future__ import annotations
@@ -147,9 +154,17 @@ class Tokenizer:
         lowercase: lower-case text before SentencePiece (HF ``do_lower_case``).
         keep_accents: keep accents (HF ``keep_accents``).
 
-    Example:
-        >>> tok = Tokenizer.load("tok/")  # doctest: +SKIP
-        >>> ids, types = tok.encode_pair("A first part.", "A second part.")  # doctest: +SKIP
+    Example (train a tiny tokenizer on sentences, then load its directory):
+        >>> lines = [f"a {a} cat sat on a {b} mat." for a in ("red", "big", "old", "shy", "tall",
+        ...          "small") for b in ("blue", "flat", "new", "wet", "soft", "warm")]
+        >>> _ = train_tokenizer(None, "tok", TokenizerConfig(vocab_size=36, num_threads=1),
+        ...                     sentences=lines)
+        >>> tok = Tokenizer.load("tok")
+        >>> ids, types = tok.encode_pair("A cat.", "A mat.")
+        >>> [tok.id_to_piece(i) for i in ids]
+        ['[CLS]', '▁', 'a', '▁', 'c', 'a', 't', '.', '[SEP]', '▁', 'a', '▁', 'ma', 't', '.', '[SEP]']
+        >>> types
+        [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1]
     """
 
     def __init__(

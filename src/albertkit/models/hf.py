@@ -18,9 +18,21 @@ PyTorch as well risks clashing CUDA libraries. ``config.json`` is read and writt
 missing fields take ``AlbertConfig``'s defaults (``_HF_DEFAULTS``, checked against
 transformers by the tests).
 
-Example:
-    >>> model = model_from_hf("albert-base-v2/", "question_answering")   # doctest: +SKIP
-    >>> export_to_hf(model, "out/albert-squad", tokenizer_dir="albert-base-v2/")  # doctest: +SKIP
+Example (export a tiny question-answering model, then import it back):
+    >>> spec = AlbertSpec(vocab_size=101, embedding_size=16, hidden_size=32,
+    ...                   num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+    ...                   max_position_embeddings=64)
+    >>> qa = AlbertForQuestionAnswering(spec)
+    >>> _ = qa.build_for(seq_length=8)
+    >>> out = export_to_hf(qa, "albert-qa")
+    >>> sorted(path.name for path in out.iterdir())
+    ['.albertkit-export.json', 'config.json', 'model.safetensors']
+    >>> json.loads((out / "config.json").read_text())["architectures"]
+    ['AlbertForQuestionAnswering']
+    >>> back = model_from_hf("albert-qa", "question_answering")
+    >>> back.spec == spec, all(np.array_equal(a, b)
+    ...                        for a, b in zip(qa.get_weights(), back.get_weights()))
+    (True, True)
 """
 
 from __future__ import annotations

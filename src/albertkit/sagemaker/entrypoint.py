@@ -20,9 +20,26 @@ once per host, or under ``mpirun`` once per GPU for Horovod. This module then:
 Everything is parameterised by ``root_dir`` (default ``/opt/ml``) and an ``environ`` mapping,
 so tests run it in a temporary directory laid out like ``/opt/ml``.
 
-Example:
-    >>> main([], environ={"SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-1"},
-    ...      root_dir="/tmp/opt-ml")                              # doctest: +SKIP
+Example (a container laid out in ``opt/ml`` of the working directory, the second of two hosts;
+``main`` would train there, which takes longer than a test should, so it is skipped):
+    >>> code = Path("opt/ml/input/data/code")
+    >>> code.mkdir(parents=True)
+    >>> tiny = {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_size": 16,
+    ...         "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
+    >>> raw = {"model": tiny, "distributed": {"backend": "tf_multiworker"},
+    ...        "data": {"kind": "synthetic", "seq_length": 16, "max_predictions_per_seq": 2}}
+    >>> _ = (code / CONFIG_FILE).write_text(json.dumps(raw))
+    >>> environ = {"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-2"}
+    >>> env = read_container_env(environ, "opt/ml", ["--runtime.max_steps", "3"])
+    >>> env.hosts, env.hyperparameters
+    (['algo-1', 'algo-2'], {'runtime.max_steps': '3'})
+    >>> cfg = container_config(env)
+    >>> cfg.runtime.max_steps, str(cfg.run_dir), cfg.logging.progress_bar, is_chief(cfg, env)
+    (3, 'opt/ml/checkpoints', False, False)
+    >>> json.loads(process_environment(cfg, env)["TF_CONFIG"])["task"]
+    {'type': 'worker', 'index': 1}
+    >>> main(["--runtime.max_steps", "3"], environ, "opt/ml")  # doctest: +SKIP
+    0
 """
 
 from __future__ import annotations

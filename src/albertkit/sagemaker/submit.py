@@ -7,10 +7,27 @@
 imported only here and only when used (the ``sagemaker`` extra: ``pip install -e
 '.[sagemaker]'`` in a clone of this repository).
 
-Example:
+Example (the request of a two-host Horovod job, built without any AWS call; ``fit`` submits
+it, which needs an AWS account, so that line is skipped):
+    >>> tiny = {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_size": 16,
+    ...         "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
+    >>> cfg = TrainerConfig.from_dict({
+    ...     "model": tiny, "runtime": {"micro_batch_size": 4, "global_batch_size": 64},
+    ...     "data": {"kind": "synthetic", "seq_length": 16, "max_predictions_per_seq": 2},
+    ...     "sagemaker": {"role_arn": "arn:aws:iam::123456789012:role/albertkit",
+    ...                   "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:1",
+    ...                   "output_path": "s3://my-bucket/runs"}})
     >>> job = to_sagemaker(cfg, instance_count=2, distribution={"kind": "horovod"})
-    >>> job.plan()["ResourceConfig"]          # doctest: +SKIP
-    >>> job.fit(wait=False).status()          # doctest: +SKIP
+    >>> request = job.plan(job_name="albertkit-demo")
+    >>> request["ResourceConfig"]
+    {'InstanceType': 'ml.p4d.24xlarge', 'InstanceCount': 2, 'VolumeSizeInGB': 100}
+    >>> request["HyperParameters"], [c["ChannelName"] for c in request["InputDataConfig"]]
+    ({'config': 'albertkit_config.json'}, ['code', 'sm_drivers'])
+    >>> job.status()
+    Traceback (most recent call last):
+    ...
+    RuntimeError: the job has not been submitted yet: call fit() first
+    >>> job.fit(wait=False).status()  # doctest: +SKIP
     'InProgress'
 """
 
@@ -240,9 +257,13 @@ class SageMakerJob(JobPlan):
 class TrainingJobHandle:
     """A submitted (or already running) training job, found by name.
 
-    Example:
-        >>> job = attach("albertkit-20250101120000")     # doctest: +SKIP
-        >>> job.status(); job.wait(logs=True)             # doctest: +SKIP
+    Example (attaching makes no AWS call; asking the job's status does, so it is skipped):
+        >>> job = attach("albertkit-20250101120000")
+        >>> job.job_name
+        'albertkit-20250101120000'
+        >>> job.status()  # doctest: +SKIP
+        'InProgress'
+        >>> job.wait(logs=True)  # doctest: +SKIP
     """
 
     def __init__(self, job_name: str, boto_session=None):

@@ -74,11 +74,25 @@ def _keys(variables: list) -> list[str]:
 class CheckpointManager:
     """Saves, lists, verifies and restores checkpoints in ``directory``.
 
-    Example:
-        >>> mgr = CheckpointManager(run_dir / "checkpoints", keep_last=3)
-        >>> mgr.save(100, {"model": model.variables, "optimizer": opt.variables,
-        ...                "step": step.state_variables}, {"consumed_batches": 100})
+    Example (three saves of a small variable, keeping the last two; a damaged newest
+    checkpoint is skipped with a warning):
+        >>> import keras
+        >>> weights = [keras.Variable(np.zeros(3, np.float32), name="w")]
+        >>> groups = {"model": weights, "optimizer": [keras.Variable(0, dtype="int64")],
+        ...           "step": [keras.Variable(1.0)]}
+        >>> mgr = CheckpointManager("run/checkpoints", keep_last=2)
+        >>> for step in (10, 20, 30):
+        ...     _ = weights[0].assign(np.full(3, step, np.float32))
+        ...     _ = mgr.save(step, groups, {"consumed_batches": step})
+        >>> [path.name for path in mgr.list()]
+        ['ckpt-00000020', 'ckpt-00000030']
+        >>> _ = (mgr.list()[-1] / "model.safetensors").write_bytes(b"damaged")
         >>> ckpt = mgr.latest()
+        >>> ckpt.step, ckpt.state["consumed_batches"]
+        (20, 20)
+        >>> CheckpointManager.restore(ckpt, groups)
+        >>> weights[0].numpy()
+        array([20., 20., 20.], dtype=float32)
     """
 
     def __init__(self, directory: str | os.PathLike, keep_last: int = 3) -> None:

@@ -51,9 +51,35 @@ class TrainStep:
         accumulation_steps: micro-batches per optimizer step on each replica.
         clip_norm: global-norm clipping threshold after reduction (``None`` = no clipping).
 
-    Example:
-        >>> step = TrainStep(task, model, optimizer, SingleProcess(), cfg.runtime, 2, 1.0)
-        >>> metrics = step(batch)  # batch leaves shaped [2, micro_batch, ...]
+    Example (a tiny pretraining model, two micro-batches of 4 per step, run eagerly: no
+    graph to trace, so it starts at once):
+        >>> import numpy as np
+        >>> from albertkit.config.sizes import AlbertSpec
+        >>> from albertkit.distributed.single import SingleProcess
+        >>> from albertkit.tasks.pretraining import PretrainingTask
+        >>> spec = AlbertSpec(vocab_size=101, embedding_size=16, hidden_size=32,
+        ...                   num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        ...                   max_position_embeddings=64)
+        >>> task = PretrainingTask(spec, seq_length=16, max_predictions_per_seq=3,
+        ...                        micro_batch_size=4)
+        >>> keras.utils.set_random_seed(0)
+        >>> model = task.build_model()
+        >>> step = TrainStep(task, model, keras.optimizers.SGD(0.1), SingleProcess(),
+        ...                  RuntimeConfig(eager=True), accumulation_steps=2, clip_norm=1.0)
+        >>> rng = np.random.default_rng(0)
+        >>> batch = {**task.dummy_batch(8), "input_ids": rng.integers(5, 101, (8, 16)),
+        ...          "masked_lm_positions": np.tile([1, 5, 9], (8, 1)),
+        ...          "masked_lm_ids": rng.integers(5, 101, (8, 3)),
+        ...          "masked_lm_weights": np.ones((8, 3), np.float32)}
+        >>> batch = {k: np.reshape(v, (2, 4, *np.shape(v)[1:])) for k, v in batch.items()}
+        >>> out = step(batch)  # sums over the step's 8 examples
+        >>> float(out["examples"]), float(out["finite"]), round(float(out["grad_norm"]), 2)
+        (8.0, 1.0, 1.84)
+        >>> round(float(out["mlm_loss_sum"] / out["mlm_weight"]), 2)  # mean MLM loss, ~ln 101
+        4.62
+        >>> out = step(batch)  # the same batch again, after one update: a lower loss
+        >>> round(float(out["mlm_loss_sum"] / out["mlm_weight"]), 2)
+        4.54
     """
 
     def __init__(

@@ -12,10 +12,18 @@ The tracking URI is ``logging.mlflow.tracking_uri``, else ``MLFLOW_TRACKING_URI`
 tracking server ARN works when AWS's ``sagemaker-mlflow`` plugin is installed (it is in the
 albertkit training image).
 
-Example:
-    >>> tracker = MlflowTracker.start(cfg, run_dir)            # doctest: +SKIP
-    >>> tracker.scalars(10, {"loss": 2.5}, kind="train")       # doctest: +SKIP
-    >>> tracker.finish("completed", [run_dir / "summary.json"])  # doctest: +SKIP
+Example (where a run goes and the parameters it records; the tracker, started for a config
+``cfg`` with ``logging.mlflow`` set, is skipped here: importing MLflow and creating its
+database take longer than a test should):
+    >>> resolve_uri("run/mlruns", Path("run"))  # a plain directory: SQLite plus artifacts
+    ('sqlite:///.../run/mlruns/mlflow.db', 'file:///.../run/mlruns/artifacts')
+    >>> resolve_uri("http://mlflow.internal:5000", Path("run"))
+    ('http://mlflow.internal:5000', None)
+    >>> flatten({"model": {"size": "tiny", "hidden_size": 32}, "run_dir": "run"})
+    {'model.size': 'tiny', 'model.hidden_size': '32', 'run_dir': 'run'}
+    >>> tracker = MlflowTracker.start(cfg, Path("run"))  # doctest: +SKIP
+    >>> tracker.scalars(10, {"loss": 2.5}, kind="train")  # doctest: +SKIP
+    >>> tracker.finish("completed", [Path("run/summary.json")])  # doctest: +SKIP
 """
 
 from __future__ import annotations

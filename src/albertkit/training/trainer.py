@@ -8,11 +8,24 @@ checkpoint, periodic checkpoints, the stop signal), and writes ``run_dir/config.
 ``run_dir/summary.json``. Everything task-specific goes through the task's protocol
 (:class:`~albertkit.tasks.base.Task`).
 
-Example:
-    >>> from albertkit import AlbertTrainer, TrainerConfig
-    >>> cfg = TrainerConfig.from_yaml("examples/configs/pretrain_tiny_synthetic.yaml")
-    >>> trainer = AlbertTrainer(cfg).fit()
-    >>> trainer.summary["eval"]["mlm_accuracy"]  # doctest: +SKIP
+Example (a tiny model on synthetic data, run eagerly: nothing to trace for a few batches; the
+evaluation of its initial weights runs here, training is skipped: it takes longer than a test
+should):
+    >>> tiny = {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_size": 16,
+    ...         "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
+    >>> cfg = TrainerConfig.from_dict({
+    ...     "run_dir": "runs/tiny", "model": tiny,
+    ...     "data": {"kind": "synthetic", "seq_length": 16, "max_predictions_per_seq": 2,
+    ...              "num_examples": 8, "eval_examples": 4},
+    ...     "runtime": {"micro_batch_size": 2, "global_batch_size": 2, "max_steps": 3,
+    ...                 "eval_steps": 1, "xla": False, "eager": True},
+    ...     "logging": {"progress_bar": False, "tensorboard": False}})
+    >>> trainer = AlbertTrainer(cfg)
+    >>> metrics = trainer.evaluate()  # no checkpoint yet: the initial weights
+    >>> metrics["eval_batches"], round(metrics["mlm_loss"], 1)  # untrained: about ln 101
+    (1.0, 4.5)
+    >>> trainer.fit().summary["status"], trainer.summary["step"]  # doctest: +SKIP
+    ('completed', 3)
 """
 
 from __future__ import annotations
