@@ -49,6 +49,25 @@ PREFIX = "ckpt-"
 EXPECTED_FILES = frozenset({*(f"{name}.safetensors" for name in FILES), "state.json"})
 DAMAGED_SUBDIR = "damaged"
 LOCK_FILE = ".albertkit.lock"
+# which checkpoint of a run ``evaluate`` and ``export`` read: these names or a step number
+NEWEST, BEST = "newest", "best"
+
+
+def parse_checkpoint_choice(value: str | int) -> str | int:
+    """``"newest"``, ``"best"`` or a step number (an int, or a string of digits).
+
+    Example:
+        >>> parse_checkpoint_choice("best"), parse_checkpoint_choice("500")
+        ('best', 500)
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str):
+        if value in (NEWEST, BEST):
+            return value
+        if value.isdigit():
+            return int(value)
+    raise ValueError(f"checkpoint={value!r}: expected 'newest', 'best' or a step number")
 
 
 @dataclass(frozen=True)
@@ -223,6 +242,32 @@ class CheckpointManager:
             except CheckpointError as e:
                 log.warning("skipping damaged checkpoint: %s; falling back to an older one", e)
         return None
+
+    def select(self, which: str | int = NEWEST) -> Checkpoint | None:
+        """The checkpoint ``which`` names: ``"newest"`` (the newest that verifies; None when
+        there is none), ``"best"`` (the one kept for the best eval metric, as recorded by the
+        newest checkpoint) or a step number. Raises :class:`CheckpointError` in one line when
+        a best or step checkpoint does not exist or does not verify."""
+        which = parse_checkpoint_choice(which)
+        run_dir = self.directory.parent
+        if which == NEWEST:
+            return self.latest()
+        if which == BEST:
+            newest = self.latest()
+            best = newest.state.get("best") if newest is not None else None
+            if not (isinstance(best, dict) and type(best.get("step")) is int):
+                raise CheckpointError(
+                    f"run_dir={run_dir} kept no best checkpoint: its config has no best "
+                    "metric to keep one by (checkpoint.keep_best=false or no eval data) or "
+                    "no evaluation ran before its newest checkpoint; use checkpoint "
+                    "'newest' or a step number")
+            which = best["step"]
+        path = self.directory / f"{PREFIX}{which:08d}"
+        if path not in self.list():
+            steps = ", ".join(str(int(p.name[len(PREFIX):])) for p in self.list()) or "none"
+            raise CheckpointError(f"run_dir={run_dir} has no checkpoint at step {which} "
+                                  f"(steps present: {steps})")
+        return self.verify(path)
 
     def resume_point(self, allow_fresh_start: bool = False,
                      quarantine: bool = True) -> Checkpoint | None:
