@@ -168,6 +168,9 @@ class AlbertTrainer:
         # a checkpoint named explicitly (evaluate/export) is loaded even with resume=false
         resumed = ((cfg.checkpoint.resume or checkpoint != NEWEST)
                    and self._restore(run, is_chief and for_training, checkpoint))
+        if is_chief and for_training:
+            # the steps after the checkpoint are trained again: their old records go
+            logger.roll_back(run.state.start_step)
         model, spec = run.model, run.spec
         if not resumed and cfg.model.load_from is not None:
             from albertkit.training.export import initialise_from
