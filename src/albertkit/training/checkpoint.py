@@ -49,6 +49,7 @@ PREFIX = "ckpt-"
 EXPECTED_FILES = frozenset({*(f"{name}.safetensors" for name in FILES), "state.json"})
 DAMAGED_SUBDIR = "damaged"
 LOCK_FILE = ".albertkit.lock"
+DISK_FULL_TEXT = "No space left on device"  # strerror(ENOSPC), also inside wrapped errors
 # which checkpoint of a run ``evaluate`` and ``export`` read: these names or a step number
 NEWEST, BEST = "newest", "best"
 
@@ -135,14 +136,34 @@ class CheckpointManager:
             replace_dir(tmp, final)
         except OSError as e:
             shutil.rmtree(tmp, ignore_errors=True)
+            if e.errno == errno.ENOSPC:
+                raise self._disk_full(step, final) from e
             raise CheckpointError(
-                f"cannot write checkpoint {final}: {e.strerror or e} (disk full or directory "
-                "not writable?); nothing partial was left behind") from e
-        except BaseException:
+                f"cannot write checkpoint {final}: {e.strerror or e} (directory not "
+                f"writable?); nothing partial was left behind; {self._kept()}") from e
+        except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
+            # safetensors reports a full disk as its own error ("Error while serializing:
+            # I/O error: No space left on device (os error 28)"), not as an OSError
+            if isinstance(e, Exception) and DISK_FULL_TEXT in str(e):
+                raise self._disk_full(step, final) from e
             raise
         self._prune(protect or set())
         return final
+
+    def _kept(self) -> str:
+        """Which checkpoint a failed save leaves as the newest: listed checkpoints were all
+        renamed into place complete (not re-hashed here: that could read gigabytes; a save
+        of an existing step leaves that step's earlier copy in place)."""
+        done = self.list()
+        return (f"the newest complete checkpoint, {done[-1]}, is kept and a new run resumes "
+                "from it" if done else "no earlier checkpoint to keep (none yet)")
+
+    def _disk_full(self, step: int, final: Path) -> CheckpointError:
+        return CheckpointError(
+            f"disk full while writing checkpoint step {step} ({final}): No space left on "
+            f"device in {self.directory}; its partial copy was removed and {self._kept()}"
+            "; free space (or lower checkpoint.keep_last) and run again")
 
     def _prune(self, protect: set[Path]) -> None:
         ckpts = self.list()
