@@ -105,11 +105,31 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def checkpoint_choice(value: str) -> str | int:
+    """argparse type of ``--checkpoint``: newest, best or a step number."""
+    from albertkit.training.checkpoint import parse_checkpoint_choice
+
+    try:
+        return parse_checkpoint_choice(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: expected newest, best or a step number") from None
+
+
+def add_checkpoint_argument(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--checkpoint", type=checkpoint_choice, default="newest",
+                   metavar="best|newest|STEP",
+                   help=f"which checkpoint of the run to {what}: newest (the default), best "
+                        "(the one kept for the best eval metric) or a step number")
+
+
 # ---------------------------------------------------------------------- evaluate
 def add_evaluate_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("evaluate", help="evaluate the newest checkpoint of a run")
+    p = subparsers.add_parser("evaluate",
+                              help="evaluate a checkpoint of a run (the newest by default)")
     add_config_arguments(p)
     p.add_argument("--run-dir", type=Path, help="override run_dir")
+    add_checkpoint_argument(p, "evaluate")
     p.set_defaults(func=run_evaluate)
     return p
 
@@ -119,20 +139,22 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     from albertkit.training.trainer import AlbertTrainer
 
-    metrics = AlbertTrainer(load_config(args)).evaluate()
+    metrics = AlbertTrainer(load_config(args)).evaluate(checkpoint=args.checkpoint)
     print(json.dumps(metrics, indent=2))
     return 0
 
 
 # ---------------------------------------------------------------------- export
 def add_export_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("export", help="export a run's newest checkpoint")
+    p = subparsers.add_parser("export",
+                              help="export a checkpoint of a run (the newest by default)")
     p.add_argument("run_dir", type=Path)
     p.add_argument("out_dir", type=Path)
     p.add_argument("--format", choices=["hf", "albertkit"], default="hf")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a previous export in OUT_DIR (a directory holding anything "
                         "else is never replaced)")
+    add_checkpoint_argument(p, "export")
     p.set_defaults(func=run_export)
     return p
 
@@ -140,6 +162,7 @@ def add_export_parser(subparsers) -> argparse.ArgumentParser:
 def run_export(args: argparse.Namespace) -> int:
     from albertkit.training.export import export_run
 
-    out = export_run(args.run_dir, args.out_dir, format=args.format, overwrite=args.overwrite)
+    out = export_run(args.run_dir, args.out_dir, format=args.format, overwrite=args.overwrite,
+                     checkpoint=args.checkpoint)
     print(f"exported {args.run_dir} -> {out} ({args.format})")
     return 0

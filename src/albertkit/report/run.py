@@ -81,7 +81,8 @@ _KEY_ORDER = (
 def load_series(run_dir: Path) -> dict[str, dict[str, tuple[list[int], list[float]]]]:
     """``metrics.jsonl`` as ``{kind: {metric: (steps, values)}}``, sorted by step.
 
-    A resumed run logs again the steps after its last checkpoint: the last record of a
+    A resumed run removes the records after its checkpoint's step before logging them
+    again; files of older albertkit versions can still hold both: the last record of a
     ``(kind, step)`` wins, so the curves show the run that produced the final weights.
     """
     latest: dict[str, dict[int, dict[str, float]]] = {}

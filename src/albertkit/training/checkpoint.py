@@ -49,6 +49,26 @@ PREFIX = "ckpt-"
 EXPECTED_FILES = frozenset({*(f"{name}.safetensors" for name in FILES), "state.json"})
 DAMAGED_SUBDIR = "damaged"
 LOCK_FILE = ".albertkit.lock"
+DISK_FULL_TEXT = "No space left on device"  # strerror(ENOSPC), also inside wrapped errors
+# which checkpoint of a run ``evaluate`` and ``export`` read: these names or a step number
+NEWEST, BEST = "newest", "best"
+
+
+def parse_checkpoint_choice(value: str | int) -> str | int:
+    """``"newest"``, ``"best"`` or a step number (an int, or a string of digits).
+
+    Example:
+        >>> parse_checkpoint_choice("best"), parse_checkpoint_choice("500")
+        ('best', 500)
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str):
+        if value in (NEWEST, BEST):
+            return value
+        if value.isdigit():
+            return int(value)
+    raise ValueError(f"checkpoint={value!r}: expected 'newest', 'best' or a step number")
 
 
 @dataclass(frozen=True)
@@ -130,14 +150,34 @@ class CheckpointManager:
             replace_dir(tmp, final)
         except OSError as e:
             shutil.rmtree(tmp, ignore_errors=True)
+            if e.errno == errno.ENOSPC:
+                raise self._disk_full(step, final) from e
             raise CheckpointError(
-                f"cannot write checkpoint {final}: {e.strerror or e} (disk full or directory "
-                "not writable?); nothing partial was left behind") from e
-        except BaseException:
+                f"cannot write checkpoint {final}: {e.strerror or e} (directory not "
+                f"writable?); nothing partial was left behind; {self._kept()}") from e
+        except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
+            # safetensors reports a full disk as its own error ("Error while serializing:
+            # I/O error: No space left on device (os error 28)"), not as an OSError
+            if isinstance(e, Exception) and DISK_FULL_TEXT in str(e):
+                raise self._disk_full(step, final) from e
             raise
         self._prune(protect or set())
         return final
+
+    def _kept(self) -> str:
+        """Which checkpoint a failed save leaves as the newest: listed checkpoints were all
+        renamed into place complete (not re-hashed here: that could read gigabytes; a save
+        of an existing step leaves that step's earlier copy in place)."""
+        done = self.list()
+        return (f"the newest complete checkpoint, {done[-1]}, is kept and a new run resumes "
+                "from it" if done else "no earlier checkpoint to keep (none yet)")
+
+    def _disk_full(self, step: int, final: Path) -> CheckpointError:
+        return CheckpointError(
+            f"disk full while writing checkpoint step {step} ({final}): No space left on "
+            f"device in {self.directory}; its partial copy was removed and {self._kept()}"
+            "; free space (or lower checkpoint.keep_last) and run again")
 
     def _prune(self, protect: set[Path]) -> None:
         ckpts = self.list()
@@ -237,6 +277,32 @@ class CheckpointManager:
             except CheckpointError as e:
                 log.warning("skipping damaged checkpoint: %s; falling back to an older one", e)
         return None
+
+    def select(self, which: str | int = NEWEST) -> Checkpoint | None:
+        """The checkpoint ``which`` names: ``"newest"`` (the newest that verifies; None when
+        there is none), ``"best"`` (the one kept for the best eval metric, as recorded by the
+        newest checkpoint) or a step number. Raises :class:`CheckpointError` in one line when
+        a best or step checkpoint does not exist or does not verify."""
+        which = parse_checkpoint_choice(which)
+        run_dir = self.directory.parent
+        if which == NEWEST:
+            return self.latest()
+        if which == BEST:
+            newest = self.latest()
+            best = newest.state.get("best") if newest is not None else None
+            if not (isinstance(best, dict) and type(best.get("step")) is int):
+                raise CheckpointError(
+                    f"run_dir={run_dir} kept no best checkpoint: its config has no best "
+                    "metric to keep one by (checkpoint.keep_best=false or no eval data) or "
+                    "no evaluation ran before its newest checkpoint; use checkpoint "
+                    "'newest' or a step number")
+            which = best["step"]
+        path = self.directory / f"{PREFIX}{which:08d}"
+        if path not in self.list():
+            steps = ", ".join(str(int(p.name[len(PREFIX):])) for p in self.list()) or "none"
+            raise CheckpointError(f"run_dir={run_dir} has no checkpoint at step {which} "
+                                  f"(steps present: {steps})")
+        return self.verify(path)
 
     def resume_point(self, allow_fresh_start: bool = False,
                      quarantine: bool = True) -> Checkpoint | None:

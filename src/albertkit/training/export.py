@@ -2,6 +2,8 @@
 
 * ``export_run(run_dir, out_dir, "hf")`` writes a Hugging Face directory (``config.json``,
   ``model.safetensors``, tokenizer files) that transformers' PyTorch classes load.
+* ``export_run(..., checkpoint="best")`` exports the checkpoint kept for the best eval metric
+  instead of the newest (or ``checkpoint=STEP`` that step's).
 * ``export_run(run_dir, out_dir, "albertkit")`` writes a self-contained albertkit directory
   (``config.yaml``, ``model_spec.json``, ``tokenizer/``, ``checkpoints/ckpt-N``) that a
   config can name in ``model.load_from``.
@@ -26,15 +28,17 @@ from typing import Any
 from albertkit.config import ConfigError, TrainerConfig
 from albertkit.errors import CheckpointError
 from albertkit.fileio import replace_dir, temp_dir_beside
-from albertkit.training.checkpoint import CheckpointManager
+from albertkit.training.checkpoint import NEWEST, CheckpointManager, parse_checkpoint_choice
 
 log = logging.getLogger("albertkit")
 
 TOKENIZER_SUBDIR = "tokenizer"
 
 
-def load_run_model(run_dir: str | Path) -> tuple[TrainerConfig, Any]:
-    """The task model of an albertkit run (or albertkit export) with its newest weights."""
+def load_run_model(run_dir: str | Path,
+                   checkpoint: str | int = NEWEST) -> tuple[TrainerConfig, Any]:
+    """The task model of an albertkit run (or albertkit export) with the weights of its
+    ``checkpoint``: ``"newest"`` (the default), ``"best"`` or a step number."""
     from albertkit.config.sizes import AlbertSpec
     from albertkit.tasks import build_task
 
@@ -46,7 +50,7 @@ def load_run_model(run_dir: str | Path) -> tuple[TrainerConfig, Any]:
         cfg_path, values={"run_dir": str(run_dir), "model.load_from": None}
     )
     spec = AlbertSpec.model_validate_json((run_dir / "model_spec.json").read_text())
-    ckpt = CheckpointManager(run_dir / "checkpoints").latest()
+    ckpt = CheckpointManager(run_dir / "checkpoints").select(checkpoint)
     if ckpt is None:
         raise CheckpointError(f"{run_dir / 'checkpoints'}: no usable checkpoint to load")
     task = build_task(cfg, spec)
@@ -62,11 +66,15 @@ def run_tokenizer_dir(run_dir: Path) -> Path | None:
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path, format: str = "hf",
-               overwrite: bool = False) -> Path:
-    """Export the newest checkpoint of ``run_dir`` to ``out_dir`` (``hf`` or ``albertkit``).
+               overwrite: bool = False, checkpoint: str | int = NEWEST) -> Path:
+    """Export a checkpoint of ``run_dir`` to ``out_dir`` (``hf`` or ``albertkit``).
 
-    ``overwrite`` replaces a previous export in ``out_dir``; anything else there is refused.
+    ``checkpoint`` is ``"newest"`` (the default), ``"best"`` (the one kept for the best
+    eval metric) or a step number; a best or step checkpoint that does not exist raises
+    :class:`CheckpointError`. ``overwrite`` replaces a previous export in ``out_dir``;
+    anything else there is refused.
     """
+    checkpoint = parse_checkpoint_choice(checkpoint)
     from albertkit.models.hf import check_export_target, write_export_marker
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)
@@ -76,7 +84,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path, format: str = "hf",
     if format == "hf":
         from albertkit.models.hf import export_to_hf
 
-        cfg, model = load_run_model(run_dir)
+        cfg, model = load_run_model(run_dir, checkpoint)
         id2label = None
         labels = getattr(cfg.data, "labels", None)
         if labels and model.__class__.__name__ == "AlbertForSequenceClassification" \
@@ -85,7 +93,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path, format: str = "hf",
         return export_to_hf(model, out_dir, tokenizer_dir=run_tokenizer_dir(run_dir),
                             id2label=id2label, overwrite=overwrite)
     if format == "albertkit":
-        ckpt = CheckpointManager(run_dir / "checkpoints").latest()
+        ckpt = CheckpointManager(run_dir / "checkpoints").select(checkpoint)
         if ckpt is None:
             raise CheckpointError(f"{run_dir / 'checkpoints'}: no usable checkpoint to export")
         tmp = temp_dir_beside(out_dir)

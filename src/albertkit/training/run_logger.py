@@ -1,7 +1,9 @@
 """Run logging: one log-line format, TensorBoard scalars, a metrics.jsonl file, progress bars.
 
 The log-line format is a contract: SageMaker metric definitions are generated from it
-(``albertkit.sagemaker.plan``) and ``albertkit report`` reads ``metrics.jsonl``::
+(``albertkit.sagemaker.plan``) and ``albertkit report`` reads ``metrics.jsonl``, whose steps
+never go backwards (a resumed run first removes the records after its checkpoint's step,
+:meth:`RunLogger.roll_back`)::
 
     albertkit step=120 loss=3.141500 mlm_accuracy=0.123400 ...
     albertkit eval step=120 mlm_accuracy=0.130000 ...
@@ -16,6 +18,8 @@ import logging
 import sys
 from pathlib import Path
 from typing import Any
+
+from albertkit.fileio import atomic_write_text
 
 log = logging.getLogger("albertkit")
 
@@ -96,6 +100,35 @@ class RunLogger:
                     tf.summary.scalar(k, v)
         for sink in self.sinks:
             sink.scalars(step, metrics, kind)
+
+    def roll_back(self, step: int) -> int:
+        """Drop the records of steps after ``step`` from ``metrics.jsonl``: a run resuming
+        from a checkpoint at ``step`` redoes them, and their earlier values (of an attempt
+        that was killed or stopped later than its last checkpoint) would otherwise be
+        followed by the resumed ones, so the steps would go backwards. The file is rewritten
+        atomically (a torn last line goes too); returns how many records were dropped."""
+        if not self.enabled or self._jsonl is None:
+            return 0
+        path = self.run_dir / "metrics.jsonl"
+        lines = path.read_text(encoding="utf-8").splitlines()
+        kept = []
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not (isinstance(rec, dict) and isinstance(rec.get("step"), int)
+                    and rec["step"] > step):
+                kept.append(line)
+        if len(kept) == len(lines):
+            return 0
+        self._jsonl.close()
+        atomic_write_text(path, "".join(line + "\n" for line in kept))
+        self._jsonl = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        dropped = len(lines) - len(kept)
+        log.info("metrics.jsonl: removed %d record(s) after step %d, which this run redoes",
+                 dropped, step)
+        return dropped
 
     def close(self) -> None:
         for w in self._writers.values():

@@ -46,7 +46,12 @@ from albertkit.fileio import atomic_write_text, replace_dir
 from albertkit.hardware import bfloat16_warning, local_device_kind
 from albertkit.tasks.base import TaskData
 from albertkit.training.builders import ModelAndStep, build_model_and_step
-from albertkit.training.checkpoint import CheckpointManager, RunDirLock
+from albertkit.training.checkpoint import (
+    NEWEST,
+    CheckpointManager,
+    RunDirLock,
+    parse_checkpoint_choice,
+)
 from albertkit.training.hooks import (
     Checkpointing,
     EvalAndBest,
@@ -108,9 +113,16 @@ class AlbertTrainer:
                     self._lock = None
         return self
 
-    def evaluate(self) -> dict[str, float]:
-        """Evaluate the newest checkpoint (or the initial weights) on the eval data."""
-        run = self._build(for_training=False)
+    def evaluate(self, checkpoint: str | int = NEWEST) -> dict[str, float]:
+        """Evaluate a checkpoint of the run on the eval data.
+
+        Args:
+            checkpoint: ``"newest"`` (the default: the newest checkpoint, or the initial
+                weights when there is none), ``"best"`` (the one kept for the best eval
+                metric) or a step number. A best or step checkpoint that does not exist
+                raises :class:`CheckpointError`.
+        """
+        run = self._build(for_training=False, checkpoint=parse_checkpoint_choice(checkpoint))
         try:
             return self._evaluate(run)
         finally:
@@ -122,20 +134,23 @@ class AlbertTrainer:
 
         return to_sagemaker(self.config, **overrides)
 
-    def export(self, out_dir: str | Path, format: str = "hf", overwrite: bool = False) -> Path:
-        """Export the newest checkpoint as a Hugging Face directory (``format="hf"``).
+    def export(self, out_dir: str | Path, format: str = "hf", overwrite: bool = False,
+               checkpoint: str | int = NEWEST) -> Path:
+        """Export a checkpoint as a Hugging Face directory (``format="hf"``).
 
-        ``overwrite`` replaces a previous export in ``out_dir`` (never anything else).
+        ``overwrite`` replaces a previous export in ``out_dir`` (never anything else);
+        ``checkpoint`` is ``"newest"`` (the default), ``"best"`` or a step number.
         """
         from albertkit.training.export import export_run
         from albertkit.training.tracking import log_export
 
-        out = export_run(self.run_dir, Path(out_dir), format=format, overwrite=overwrite)
+        out = export_run(self.run_dir, Path(out_dir), format=format, overwrite=overwrite,
+                         checkpoint=checkpoint)
         log_export(self.run_dir, out, self.config)
         return out
 
     # ================================================================== building
-    def _build(self, for_training: bool) -> Run:
+    def _build(self, for_training: bool, checkpoint: str | int = NEWEST) -> Run:
         cfg = self.config
         if cfg.runtime.malloc_arenas:
             from albertkit.training.native import limit_malloc_arenas
@@ -163,7 +178,12 @@ class AlbertTrainer:
                   state=RunState(sifting=sifting))
         if for_training and not cfg.checkpoint.resume:
             self._refuse_foreign_checkpoints(run)
-        resumed = cfg.checkpoint.resume and self._restore(run, is_chief and for_training)
+        # a checkpoint named explicitly (evaluate/export) is loaded even with resume=false
+        resumed = ((cfg.checkpoint.resume or checkpoint != NEWEST)
+                   and self._restore(run, is_chief and for_training, checkpoint))
+        if is_chief and for_training:
+            # the steps after the checkpoint are trained again: their old records go
+            logger.roll_back(run.state.start_step)
         model, spec = run.model, run.spec
         if not resumed and cfg.model.load_from is not None:
             from albertkit.training.export import initialise_from
@@ -208,11 +228,14 @@ class AlbertTrainer:
                 "run's or the other's; use a new run_dir (model.load_from=<old run_dir> "
                 "starts from its weights) or resume")
 
-    def _restore(self, run: Run, writer: bool) -> bool:
-        # only the process that writes checkpoints moves damaged ones aside
-        ckpt = run.checkpoint_manager.resume_point(
-            allow_fresh_start=self.config.checkpoint.allow_fresh_start_if_damaged,
-            quarantine=writer)
+    def _restore(self, run: Run, writer: bool, checkpoint: str | int = NEWEST) -> bool:
+        if checkpoint != NEWEST:  # evaluate/export of the best or of one step
+            ckpt = run.checkpoint_manager.select(checkpoint)
+        else:
+            # only the process that writes checkpoints moves damaged ones aside
+            ckpt = run.checkpoint_manager.resume_point(
+                allow_fresh_start=self.config.checkpoint.allow_fresh_start_if_damaged,
+                quarantine=writer)
         if ckpt is None:
             return False
         saved_spec = ckpt.state.get("model_spec")
