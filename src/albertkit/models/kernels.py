@@ -156,7 +156,7 @@ def _cross_entropy_forward(logits: Any, labels: Any) -> tuple[Any, Any, Any, Any
     peak = tf.reduce_max(x, axis=-1)
     log_sum = tf.math.log(tf.reduce_sum(tf.exp(x - peak[..., None]), axis=-1))
     inside = (labels >= 0) & (labels < width)
-    picked = tf.gather(x, tf.clip_by_value(labels, 0, width - 1), batch_dims=1)
+    picked = tf.gather(x, tf.clip_by_value(labels, 0, width - 1), batch_dims=len(labels.shape))
     ce = tf.where(inside, log_sum - (picked - peak), tf.constant(math.nan, x.dtype))
     correct = tf.cast(tf.equal(tf.argmax(x, axis=-1, output_type=labels.dtype), labels), x.dtype)
     return ce, correct, peak, log_sum
@@ -197,12 +197,15 @@ def sparse_cross_entropy(logits: Any, labels: Any) -> tuple[Any, Any]:
         >>> [round(float(ce[0]), 4), float(hit[0])]
         [0.1269, 1.0]
     """
-    # The kernels see rows [N, V] and labels [N] whatever the caller's leading shape: one
-    # trace serves every rank (a kernel traced for two label ranks fell back to an unknown
-    # rank that tf.gather's batch_dims cannot take).
     labels = tf.cast(labels, tf.int32)
-    rows = tf.reshape(logits, tf.stack([-1, tf.shape(logits)[-1]]))
-    ce, correct = _cross_entropy(rows, tf.reshape(labels, [-1]))
+    if labels.shape.rank == 2:  # the MLM head's [B, P]: straight to the kernels
+        return _cross_entropy(logits, labels)
+    # Any other rank goes through as one row [1, N] (and back): the kernels are traced for
+    # rank-2 labels only, since a kernel traced for two label ranks falls back to an
+    # unknown rank that tf.gather's batch_dims cannot take.
+    width = tf.shape(logits)[-1]
+    ce, correct = _cross_entropy(tf.reshape(logits, tf.stack([1, -1, width])),
+                                 tf.reshape(labels, [1, -1]))
     return tf.reshape(ce, tf.shape(labels)), tf.reshape(correct, tf.shape(labels))
 
 
