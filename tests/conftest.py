@@ -11,23 +11,32 @@ import pytest
 # synthetic pretraining run around it; tests override the sections they are about.
 TINY_MODEL = {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_size": 16,
               "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
+TINY_DATA = {"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5}
+TINY_OPTIMIZER = {"kind": "adamw", "learning_rate": 1e-3}
 
 
-def tiny_raw_config(run_dir=None, *, model=None, data=None, runtime=None, **sections) -> dict:
-    """The raw mapping of a tiny synthetic run; ``model``/``runtime`` entries are merged over
-    the defaults, ``data`` and other sections replace theirs."""
+def tiny_raw_config(run_dir=None, *, model=None, data=None, optimizer=None, runtime=None,
+                    logging=None, **sections) -> dict:
+    """The raw mapping of a tiny synthetic run. ``model``, ``runtime`` and ``logging`` entries
+    are merged over the defaults; so are ``data`` and ``optimizer`` entries that name no
+    ``kind`` (``data={"num_examples": 64}``), while a section that names its ``kind``
+    replaces the default one. Other sections are added as given."""
     raw = {
         "model": {**TINY_MODEL, **(model or {})},
-        "data": data or {"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5},
-        "optimizer": {"kind": "adamw", "learning_rate": 1e-3},
+        "data": _kind_or_merged(TINY_DATA, data),
+        "optimizer": _kind_or_merged(TINY_OPTIMIZER, optimizer),
         "runtime": {"micro_batch_size": 4, "global_batch_size": 8, "max_steps": 8,
                     "xla": False, **(runtime or {})},
-        "logging": {"progress_bar": False},
+        "logging": {"progress_bar": False, **(logging or {})},
         **sections,
     }
     if run_dir is not None:
         raw["run_dir"] = str(run_dir)
     return raw
+
+
+def _kind_or_merged(default: dict, given: dict | None) -> dict:
+    return dict(given) if given and "kind" in given else {**default, **(given or {})}
 
 
 def make_tiny_config(run_dir=None, **kwargs):
@@ -38,7 +47,8 @@ def make_tiny_config(run_dir=None, **kwargs):
 
 @pytest.fixture
 def tiny_config():
-    """Factory: ``tiny_config(run_dir=None, model=..., data=..., runtime=..., **sections)``."""
+    """Factory: ``tiny_config(run_dir=None, model=..., data=..., optimizer=..., runtime=...,
+    logging=..., **sections)`` (see ``tiny_raw_config``)."""
     return make_tiny_config
 
 
