@@ -6,11 +6,31 @@ from __future__ import annotations
 
 import pytest
 
+from albertkit.config.sizes import SIZES, AlbertSpec
+
 # --------------------------------------------------------------------------- tiny runs
 # A model small enough that a step takes milliseconds on a CPU, and the config of a short
 # synthetic pretraining run around it; tests override the sections they are about.
 TINY_MODEL = {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_size": 16,
               "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
+# The same architecture as an ``AlbertSpec``, for the model tests; a test that needs another
+# shape derives it from this one with ``tiny_spec_with(...)``.
+TINY_SPEC = AlbertSpec(**{**SIZES[TINY_MODEL["size"]],
+                          **{k: v for k, v in TINY_MODEL.items() if k != "size"}})
+
+
+def tiny_spec_with(**overrides) -> AlbertSpec:
+    """``TINY_SPEC`` with ``overrides`` (validated, unlike ``model_copy``)."""
+    return AlbertSpec(**{**TINY_SPEC.model_dump(), **overrides})
+
+
+# Overrides that make ALBERT's layer sharing visible: 3 layer applications over 2 groups of 2
+# inner layers (group 0 runs twice, group 1 once), 4 heads, and larger initial weights (0.2)
+# so that a wrong weight or layer order shows in the outputs.
+GROUPED_LAYERS = {"num_hidden_layers": 3, "num_hidden_groups": 2, "inner_group_num": 2,
+                  "num_attention_heads": 4, "max_position_embeddings": 32,
+                  "initializer_range": 0.2}
+
 TINY_DATA = {"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5}
 TINY_OPTIMIZER = {"kind": "adamw", "learning_rate": 1e-3}
 
@@ -54,8 +74,8 @@ def tiny_config():
 
 @pytest.fixture
 def tiny_spec():
-    """The tiny architecture (an ``AlbertSpec``)."""
-    return make_tiny_config().model.spec
+    """The tiny architecture (``TINY_SPEC``, an ``AlbertSpec``)."""
+    return TINY_SPEC
 
 
 # --------------------------------------------------------------------------- tokenizers
