@@ -24,9 +24,9 @@ def tiny_spec_with(**overrides) -> AlbertSpec:
     return AlbertSpec(**{**TINY_SPEC.model_dump(), **overrides})
 
 
-# Overrides that make ALBERT's layer sharing visible: 3 layer applications over 2 groups of 2
-# inner layers (group 0 runs twice, group 1 once), 4 heads, and larger initial weights (0.2)
-# so that a wrong weight or layer order shows in the outputs.
+# Overrides for the tests of ALBERT's layer sharing: 3 layer applications over 2 groups of 2
+# inner layers (group 0 runs twice, group 1 once); also 4 heads and initial weights of range
+# 0.2 instead of 0.02, as the model tests were written with.
 GROUPED_LAYERS = {"num_hidden_layers": 3, "num_hidden_groups": 2, "inner_group_num": 2,
                   "num_attention_heads": 4, "max_position_embeddings": 32,
                   "initializer_range": 0.2}
