@@ -175,10 +175,12 @@ mode = sys.argv[1]
 if mode == "ok":
     sys.exit(0)
 if rank == 1:
-    time.sleep(0.5)
+    while not os.path.exists(sys.argv[2]):        # (until rank 0 says it is deaf)
+        time.sleep(0.01)
     sys.exit(3)                                   # a rank fails ...
-open(sys.argv[2], "w").write(str(os.getpid()))
 signal.signal(signal.SIGTERM, signal.SIG_IGN)     # ... while its peer is stuck and deaf
+open(sys.argv[2] + ".tmp", "w").write(str(os.getpid()))
+os.replace(sys.argv[2] + ".tmp", sys.argv[2])
 time.sleep(300)
 """
 

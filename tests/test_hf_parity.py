@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albertkit.config.sizes import AlbertSpec
 from albertkit.models import hf
 from albertkit.models.albert import (
     AlbertEncoder,
@@ -26,6 +25,7 @@ from albertkit.models.albert import (
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
 )
+from conftest import GROUPED_LAYERS, tiny_spec_with
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -224,19 +224,9 @@ def test_import_sharded_checkpoint(tmp_path):
 
 
 # --------------------------------------------------------------------------- export
-SPEC = AlbertSpec(
-    vocab_size=97,
-    embedding_size=16,
-    hidden_size=32,
-    num_hidden_layers=3,
-    num_hidden_groups=2,
-    inner_group_num=2,
-    num_attention_heads=4,
-    intermediate_size=40,
-    max_position_embeddings=32,
-    hidden_act="gelu_new",
-    initializer_range=0.2,
-)
+# grouped layers (each group's weights must map to Hugging Face's); the vocabulary and FFN
+# width are this file's own, the shapes its parity tolerance was checked on
+SPEC = tiny_spec_with(**GROUPED_LAYERS, vocab_size=97, intermediate_size=40)
 
 
 def compare_exported(model, path: Path, architecture: str, x: dict) -> None:

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albertkit.config.sizes import AlbertSpec
 from albertkit.models import precision
 from albertkit.models.albert import (
     AlbertAttention,
@@ -33,19 +32,11 @@ from albertkit.models.kernels import (
     sparse_cross_entropy,
 )
 from albertkit.models.layers import LayerNorm
+from conftest import GROUPED_LAYERS, tiny_spec_with
 
-SPEC = AlbertSpec(
-    vocab_size=101,
-    embedding_size=16,
-    hidden_size=32,
-    num_hidden_layers=3,
-    num_hidden_groups=2,
-    inner_group_num=2,
-    num_attention_heads=4,
-    intermediate_size=48,
-    max_position_embeddings=32,
-    initializer_range=0.2,
-)
+# grouped layers (the sharing is under test); the FFN width is this file's own, the shapes its
+# tolerances were set on
+SPEC = tiny_spec_with(**GROUPED_LAYERS, intermediate_size=48)
 
 
 def batch(b: int = 3, t: int = 12, p: int = 4, seed: int = 0, pad: bool = True) -> dict:

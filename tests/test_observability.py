@@ -129,23 +129,27 @@ def test_breakdown_adds_up_to_the_measured_step_time(tmp_path, tiny_config):
         assert 0 < r["rank0_cpu_util"] <= 1.0
 
 
-def _slow_micro_batches(monkeypatch, seconds: float) -> None:
-    """A sleep in a map of the training input pipeline (before batching)."""
-    import tensorflow as tf
+def _slow_input(monkeypatch, seconds: float) -> None:
+    """Every training batch the loop takes arrives ``seconds`` late on the run's clock: the
+    trainer's ``StepClock`` reads real time plus the waits so far (a fake clock, so the test
+    does not sleep), and the pretraining data adds a wait as it hands out each batch."""
+    import functools
 
     import albertkit.tasks.pretraining as pretraining
+    import albertkit.training.trainer as trainer_module
+    from albertkit.training.timing import StepClock
 
-    original = pretraining.accumulation_batches
+    waited = [0.0]
+    monkeypatch.setattr(trainer_module, "StepClock", functools.partial(
+        StepClock, clock=lambda: time.perf_counter() + waited[0]))
+    original = pretraining.PretrainingData.train
 
-    def slow(micro_batches, accum, distributor):
-        def wait(batch):
-            done = tf.py_function(lambda: time.sleep(seconds) or 0.0, [], tf.float32)
-            with tf.control_dependencies([done]):
-                return {k: tf.identity(v) for k, v in batch.items()}
+    def slow(self, *args, **kwargs):
+        for batch in original(self, *args, **kwargs):
+            waited[0] += seconds
+            yield batch
 
-        return original(micro_batches.map(wait), accum, distributor)
-
-    monkeypatch.setattr(pretraining, "accumulation_batches", slow)
+    monkeypatch.setattr(pretraining.PretrainingData, "train", slow)
 
 
 # Run alone: the input share is a measurement. In the 2-worker pass a neighbour's burst of
@@ -158,9 +162,9 @@ def test_input_bound_is_reported_only_for_a_slow_pipeline(tmp_path, tiny_config,
     # batch (measured alone); the slow pipeline waits for more than half of every window
     threshold = 0.3
     if slow:
-        # two micro-batches per step, each waits 0.1 s: a window of 5 steps lasts > 1 s
+        # each step's batch (two micro-batches) waits 0.2 s: a window of 5 steps lasts > 1 s
         # (JUDGED_SECONDS), so each is judged alone; a tiny step computes in ~10 ms
-        _slow_micro_batches(monkeypatch, 0.1)
+        _slow_input(monkeypatch, 0.2)
         steps, every = 20, 5
     else:
         # 100-step windows: ~1 s each after the two traced ones. (5-step windows of tens of
@@ -187,14 +191,13 @@ def test_input_bound_is_reported_only_for_a_slow_pipeline(tmp_path, tiny_config,
         assert not warned
 
 
-def test_input_bound_is_judged_on_at_least_a_second(monkeypatch, caplog):
+def test_input_bound_is_judged_on_at_least_a_second(caplog):
     """Windows shorter than JUDGED_SECONDS are pooled: a pause that fills most of a 50 ms
     window does not make the run input-bound; a second of mostly waiting does, once."""
     from albertkit.training import timing
 
     now = [0.0]
-    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
-    clock = timing.StepClock(input_bound_share=0.2)
+    clock = timing.StepClock(input_bound_share=0.2, clock=lambda: now[0])
 
     def window(seconds: float, waiting: float, steps: int = 5) -> dict:
         with clock.input():

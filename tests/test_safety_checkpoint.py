@@ -33,12 +33,11 @@ def config(run_dir, **checkpoint) -> TrainerConfig:
     return make_tiny_config(
         run_dir,
         model={"hidden_dropout_prob": 0.1},
-        data={"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
-              "num_examples": 64, "eval_examples": 0},
+        data={"num_examples": 64, "eval_examples": 0},
         optimizer={"kind": "lamb", "learning_rate": 1e-3, "schedule": {"warmup_steps": 2}},
         runtime={"global_batch_size": 4, "max_steps": 9, "eval_every_steps": 0},
         checkpoint={"every_steps": 3, "keep_last": 5, "keep_best": False, **checkpoint},
-        logging={"log_every_steps": 3, "progress_bar": False, "tensorboard": False},
+        logging={"log_every_steps": 3, "tensorboard": False},
     )
 
 

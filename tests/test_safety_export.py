@@ -18,12 +18,11 @@ from conftest import make_tiny_config
 def config(run_dir):
     return make_tiny_config(
         run_dir,
-        data={"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
-              "num_examples": 64, "eval_examples": 0},
+        data={"num_examples": 64, "eval_examples": 0},
         optimizer={"kind": "lamb", "learning_rate": 1e-2},
         runtime={"global_batch_size": 4, "max_steps": 4, "eval_every_steps": 0},
         checkpoint={"every_steps": 2, "keep_last": 3},
-        logging={"progress_bar": False, "tensorboard": False},
+        logging={"tensorboard": False},
     )
 
 

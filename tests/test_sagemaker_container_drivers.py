@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -191,35 +192,39 @@ def run_as_container(tmp_path: Path, with_hook: bool) -> tuple[subprocess.Popen,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    deadline = time.monotonic() + 120
-    child = None
-    while time.monotonic() < deadline and child is None:
-        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
-        text = children.read_text().split() if children.exists() else []
-        child = int(text[0]) if text else None
-        time.sleep(0.05)
-    assert child is not None, "unshare did not start PID 1"
-    # wait until the stand-in trainer runs (it registers itself)
-    while time.monotonic() < deadline:
-        if trainers.is_dir() and any(trainers.iterdir()):
-            break
-        if not with_hook and _trainer_running(marker):
-            break
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.1)
-    else:
-        raise AssertionError("the stand-in trainer never started")
-    return proc, child, marker
+    # the handshake: the stand-in trainer says it is ready once its handler is installed
+    # (and, with the hook, it has registered itself), so PID 1 and the whole chain run
+    _wait_for_output(proc, "trainer ready", timeout=120)
+    if with_hook:
+        assert any(trainers.iterdir()), "the trainer is ready but did not register"
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    assert children, "unshare has no PID 1"
+    return proc, int(children[0]), marker
 
 
-def _trainer_running(marker: Path) -> bool:
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if str(marker).encode() in cmdline.read_bytes():
-                return True
-        except OSError:
-            continue
-    return False
+def _wait_for_output(proc: subprocess.Popen, text: str, timeout: float) -> str:
+    """Read ``proc``'s output (from its file descriptor, as ``communicate`` later does) until
+    it holds ``text``; fail with what it printed if it exits or the time runs out first."""
+    fd, seen = proc.stdout.fileno(), b""
+    deadline = time.monotonic() + timeout
+    while text.encode() not in seen:
+        readable, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+        chunk = os.read(fd, 65536) if readable else b""
+        if not chunk:
+            why = "exited" if readable else f"printed nothing more for {timeout} s"
+            raise AssertionError(f"waiting for {text!r}, the process {why}:\n{seen.decode()}")
+        seen += chunk
+    return seen.decode()
+
+
+def _signals(pid: int, field: str) -> set[int]:
+    """The signal numbers of a ``/proc/<pid>/status`` mask (``SigCgt``: caught, ``SigPnd``
+    and ``ShdPnd``: pending)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            mask = int(line.split()[1], 16)
+            return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
 
 
 @pytest.fixture
@@ -231,6 +236,7 @@ def needs_namespaces():
 def test_sigterm_to_pid1_reaches_the_trainer_with_the_image_hook(tmp_path, needs_namespaces):
     proc, pid1, marker = run_as_container(tmp_path, with_hook=True)
     try:
+        assert signal.SIGTERM in _signals(pid1, "SigCgt")  # the hook's trap
         start = time.monotonic()
         os.kill(pid1, signal.SIGTERM)  # what `docker stop` does
         out, _ = proc.communicate(timeout=60)
@@ -250,7 +256,11 @@ def test_without_the_hook_pid1_bash_swallows_sigterm(tmp_path, needs_namespaces)
     proc, pid1, marker = run_as_container(tmp_path, with_hook=False)
     try:
         os.kill(pid1, signal.SIGTERM)
-        time.sleep(4)
+        # PID 1 of a namespace receives only the signals it has a handler for, and bash
+        # without the hook has none for SIGTERM: the kernel dropped it inside kill(), so
+        # nothing is pending and nothing can react later (no need to wait and see)
+        assert signal.SIGTERM not in _signals(pid1, "SigCgt")
+        assert signal.SIGTERM not in _signals(pid1, "SigPnd") | _signals(pid1, "ShdPnd")
         assert proc.poll() is None  # nobody reacted: SageMaker would SIGKILL after the grace
         assert not marker.exists()
     finally:

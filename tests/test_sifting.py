@@ -54,11 +54,9 @@ def config(sifting=None, accum=1, micro=4, xla=False, precision="float32") -> Tr
                "xla": xla, "precision": precision}
     if sifting is not None:
         runtime["sifting"] = sifting
-    return make_tiny_config(
-        model={"vocab_size": VOCAB, **NO_DROPOUT},
-        data={"kind": "synthetic", "seq_length": SEQ, "max_predictions_per_seq": PREDS},
-        optimizer={"kind": "adamw", "learning_rate": 1e-3},
-        runtime=runtime)
+    return make_tiny_config(model={"vocab_size": VOCAB, **NO_DROPOUT},
+                            data={"seq_length": SEQ, "max_predictions_per_seq": PREDS},
+                            runtime=runtime)
 
 
 @pytest.mark.parametrize(("accum", "xla"), [(1, False), (2, False), (2, True)])
@@ -127,13 +125,12 @@ def trainer_config(run_dir, sifting, max_steps=8) -> TrainerConfig:
     return make_tiny_config(
         run_dir,
         model=NO_DROPOUT,
-        data={"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
-              "num_examples": 64, "eval_examples": 16},
+        data={"num_examples": 64, "eval_examples": 16},
         optimizer={"kind": "lamb", "learning_rate": 1e-3, "schedule": {"warmup_steps": 2}},
-        runtime={"micro_batch_size": 4, "global_batch_size": 8, "max_steps": max_steps,
-                 "eval_every_steps": 4, "eval_steps": 2, "xla": False, "sifting": sifting},
+        runtime={"max_steps": max_steps, "eval_every_steps": 4, "eval_steps": 2,
+                 "sifting": sifting},
         checkpoint={"every_steps": 3, "keep_last": 2},
-        logging={"log_every_steps": 2, "progress_bar": False},
+        logging={"log_every_steps": 2},
     )
 
 

@@ -17,10 +17,12 @@ SEQ, PREDS, VOCAB = 16, 4, 97
 
 
 def config(**runtime) -> TrainerConfig:
+    """The tiny model on SEQ-token examples, one micro-batch of 8 per step; ``runtime``
+    entries override (test_xla_plan builds its steps from this too)."""
     return make_tiny_config(
         model={"vocab_size": VOCAB, "classifier_dropout_prob": 0.0},
-        data={"kind": "synthetic", "seq_length": SEQ, "max_predictions_per_seq": PREDS},
-        runtime={"micro_batch_size": 8, "global_batch_size": 8, "max_steps": 100, **runtime},
+        data={"seq_length": SEQ, "max_predictions_per_seq": PREDS},
+        runtime={"micro_batch_size": 8, "max_steps": 100, **runtime},
     )
 
 

@@ -18,13 +18,11 @@ def config(run_dir, **runtime) -> TrainerConfig:
     return make_tiny_config(
         run_dir,
         model={"hidden_dropout_prob": 0.1},
-        data={"kind": "synthetic", "seq_length": 32, "max_predictions_per_seq": 5,
-              "num_examples": 64, "eval_examples": 16},
+        data={"num_examples": 64, "eval_examples": 16},
         optimizer={"kind": "lamb", "learning_rate": 1e-3, "schedule": {"warmup_steps": 2}},
-        runtime={"micro_batch_size": 4, "global_batch_size": 8, "max_steps": 8,
-                 "eval_every_steps": 4, "eval_steps": 2, "xla": False, **runtime},
+        runtime={"eval_every_steps": 4, "eval_steps": 2, **runtime},
         checkpoint={"every_steps": 3, "keep_last": 2},
-        logging={"log_every_steps": 2, "progress_bar": False},
+        logging={"log_every_steps": 2},
     )
 
 

@@ -9,6 +9,8 @@ import tensorflow as tf
 from albertkit.config import ConfigError, RuntimeConfig
 from albertkit.hardware import XlaPlan, resolve_xla
 from conftest import make_tiny_config
+from test_step import PREDS, SEQ, VOCAB
+from test_step import config as step_config
 
 # (setting, device, precision, eager) -> (compute, eval): the table of resolve_xla's docstring
 TABLE = [
@@ -103,15 +105,6 @@ def test_config_plan_detects_this_device():
 
 
 # --------------------------------------------------------------------------- the step
-SEQ, PREDS, VOCAB = 16, 4, 97
-
-
-def _config(**runtime):
-    return make_tiny_config(
-        model={"vocab_size": VOCAB, "classifier_dropout_prob": 0.0},
-        data={"kind": "synthetic", "seq_length": SEQ, "max_predictions_per_seq": PREDS},
-        runtime={"micro_batch_size": 8, "global_batch_size": 8, "max_steps": 100, **runtime},
-    )
 
 
 def _batch(n: int = 8, seed: int = 0) -> dict[str, tf.Tensor]:
@@ -156,7 +149,7 @@ def _on_cpu() -> bool:
 ])
 def test_step_with_auto_compiles_per_part(precision, compiled):
     assert _on_cpu(), "this expectation is CPU's row of the table"
-    _, step = _build(_config(xla="auto", precision=precision))
+    _, step = _build(step_config(xla="auto", precision=precision))
     assert step.xla == resolve_xla("auto", "cpu", precision)
     assert step._compute._jit_compile is compiled
     assert step._eval._jit_compile is compiled
@@ -164,7 +157,7 @@ def test_step_with_auto_compiles_per_part(precision, compiled):
 
 
 def test_step_with_true_compiles_bfloat16_too():
-    _, step = _build(_config(xla=True, precision="mixed_bfloat16"))
+    _, step = _build(step_config(xla=True, precision="mixed_bfloat16"))
     assert step._compute._jit_compile is True and step._eval._jit_compile is True
 
 
@@ -173,8 +166,8 @@ def test_bfloat16_and_float32_steps_agree_from_the_same_weights():
     (with XLA, so that the two paths share no compiler), within bfloat16's precision: same
     loss to 2e-2, gradients pointing the same way."""
     batch = _batch()
-    model32, step32 = _build(_config(xla=True, precision="float32"))
-    model16, step16 = _build(_config(xla="auto", precision="mixed_bfloat16"))
+    model32, step32 = _build(step_config(xla=True, precision="float32"))
+    model16, step16 = _build(step_config(xla="auto", precision="mixed_bfloat16"))
     assert step32._compute._jit_compile and not step16._compute._jit_compile
     model16.set_weights(model32.get_weights())
     g32, s32 = step32._compute(batch, tf.constant(1.0))
@@ -194,8 +187,8 @@ def test_trainer_logs_the_resolved_plan_and_why(tmp_path, caplog):
 
     cfg = make_tiny_config(
         tmp_path / "run",
-        data={"kind": "synthetic", "seq_length": 16, "max_predictions_per_seq": 3,
-              "num_examples": 16, "eval_examples": 8},
+        data={"seq_length": 16, "max_predictions_per_seq": 3, "num_examples": 16,
+              "eval_examples": 8},
         runtime={"micro_batch_size": 4, "global_batch_size": 4, "max_steps": 1,
                  "eval_every_steps": 0, "eval_steps": 1, "xla": "auto",
                  "precision": "mixed_bfloat16"},
@@ -259,8 +252,8 @@ def test_trainer_warns_about_emulated_bfloat16(tmp_path, caplog, monkeypatch, ha
     )
     cfg = make_tiny_config(
         tmp_path / "run",
-        data={"kind": "synthetic", "seq_length": 16, "max_predictions_per_seq": 3,
-              "num_examples": 16, "eval_examples": 8},
+        data={"seq_length": 16, "max_predictions_per_seq": 3, "num_examples": 16,
+              "eval_examples": 8},
         runtime={"micro_batch_size": 4, "global_batch_size": 4, "max_steps": 1,
                  "eval_every_steps": 0, "eval_steps": 1, "precision": "mixed_bfloat16"},
     )

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -50,10 +50,13 @@ class StepClock:
         distributor: with several ranks, each window's per-rank figures are gathered to
             every rank (a collective: every rank must call :meth:`window` at the same step).
         gpu: sample this process's GPU through NVML (``nvidia-ml-py``); absent -> nothing.
+        clock: the seconds counter every time is read from (tests drive a fake one).
     """
 
     def __init__(self, split_every: int = 0, input_bound_share: float = 0.2,
-                 distributor: Distributor | None = None, gpu: bool = False) -> None:
+                 distributor: Distributor | None = None, gpu: bool = False, *,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
         self.split_every = split_every
         self.input_bound_share = input_bound_share
         self.distributor = distributor
@@ -72,21 +75,21 @@ class StepClock:
         self.fused_seconds, self.fused_steps = 0.0, 0
         self._split_in_window: dict[str, float] | None = None
         self.steps = 0
-        self.started = time.perf_counter()
+        self.started = self.clock()
         self.cpu_started = time.process_time()
 
     # ------------------------------------------------------------------ measuring
     @contextmanager
     def input(self) -> Iterator[None]:
-        t = time.perf_counter()
+        t = self.clock()
         yield
-        self.seconds["input"] += time.perf_counter() - t
+        self.seconds["input"] += self.clock() - t
 
     def step(self, step: int, step_fn: Any, batch: Any) -> dict[str, float]:
         """Run optimizer step number ``step`` (fused, or split on its sampled steps: the
         middle step of each window after the first) and return its outputs as floats."""
         every = self.split_every
-        t = time.perf_counter()
+        t = self.clock()
         if every and step > every and step % every == every // 2:
             raw, halves = step_fn.split(batch)
             out = {k: float(v) for k, v in raw.items()}
@@ -97,25 +100,25 @@ class StepClock:
                 self._split_in_window = halves
         else:
             out = {k: float(v) for k, v in step_fn(batch).items()}
-            self.fused_seconds += time.perf_counter() - t
+            self.fused_seconds += self.clock() - t
             self.fused_steps += 1
-        self.step_seconds += time.perf_counter() - t
+        self.step_seconds += self.clock() - t
         self.steps += 1
         return out
 
     @contextmanager
     def hook(self, hook: Any) -> Iterator[None]:
         part = getattr(hook, "time_part", None)
-        t = time.perf_counter()
+        t = self.clock()
         yield
         if part is not None:
-            self.seconds[part] += time.perf_counter() - t
+            self.seconds[part] += self.clock() - t
 
     # ------------------------------------------------------------------ reporting
     def window(self) -> dict[str, float]:
         """The window since the last call, in seconds per step and shares of its wall time,
         with this process's CPU (and GPU) utilisation; then a new window starts."""
-        wall = max(time.perf_counter() - self.started, 1e-9)
+        wall = max(self.clock() - self.started, 1e-9)
         n = max(self.steps, 1)
         parts = dict(self.seconds)
         if self.compute_share is not None:
