@@ -741,6 +741,7 @@ def test_load_from_problems(tmp_path, capsys, small_run):
 
 
 # ====================================================================== real processes
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_subprocess_config_error_has_no_traceback_unless_debug(tmp_path):
     path = _write_case(tmp_path, CONFIG_CASES[0][1])
     done = run_cli("pretrain", "--config", path)

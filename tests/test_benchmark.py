@@ -355,6 +355,7 @@ def _check_table(text: str, frameworks: list[str]) -> None:
     assert "memory planner: predicted" in text
 
 
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_benchmark_smoke_two_steps(tmp_path):
     settings = BenchmarkSettings(
         size="tiny",
@@ -405,6 +406,7 @@ def _default_cpu_allocator_counts() -> bool:
     return out.stdout.strip().splitlines()[-1] == "counts"
 
 
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_benchmark_tensor_stats_checks_the_planner_on_bfc():
     settings = BenchmarkSettings(
         size="tiny", model={"vocab_size": 300}, seq_length=32, micro_batch=2, steps=1,
@@ -512,6 +514,7 @@ def test_cli_arguments_and_errors():
 
 # ----------------------------------------------------------------------------- remat
 @pytest.mark.parametrize("jit", [False, True], ids=["graph", "xla"])
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_remat_gives_the_same_gradients(jit):
     """Every remat mode recomputes something else; loss and gradients must not change, with
     dropout on: a recomputation must drop exactly what its forward pass dropped."""
@@ -635,6 +638,7 @@ def test_selective_planner_drops_the_recomputed_tensors():
         estimate_memory(spec, 512, 4, remat="some")
 
 
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_breakdown_follows_the_resolved_xla_plan(jit_compile_calls):
     """--breakdown compiles its pieces as the step's compute is compiled: with xla auto on
     CPU + mixed_bfloat16 none of them is XLA-compiled."""

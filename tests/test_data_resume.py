@@ -63,6 +63,7 @@ def _rows(ds, n_batches):
 
 @pytest.mark.parametrize("masking", ["static", "dynamic"])
 @pytest.mark.parametrize(("n_files", "shuffle_buffer"), [(3, 6), (1, 5)])
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_restored_stream_equals_uninterrupted(shards, masking, n_files, shuffle_buffer):
     """3 files over 2 ranks: by file; 1 file: record-level sharding. Both over 3+ epochs."""
     files = shards[masking][:n_files]
@@ -174,6 +175,7 @@ def _as_v01(ckpt_dir: Path) -> None:
     (ckpt_dir / "MANIFEST.json").write_text(json.dumps(manifest, indent=2))
 
 
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_v01_checkpoint_resumes_the_old_way(tmp_path, caplog, tiny_config):
     from albertkit.training.checkpoint import CheckpointManager
     from albertkit.training.trainer import AlbertTrainer

@@ -37,6 +37,7 @@ def batch(n=3, seq=32, vocab=101):
 
 
 @pytest.mark.torch
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_trained_run_exports_to_pytorch_with_parity(tmp_path):
     import torch
     import transformers

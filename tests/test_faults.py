@@ -124,6 +124,7 @@ def test_persistent_nonfinite_loss_stops_with_clear_error(tmp_path):
     assert metrics and "skipped_steps" in metrics[-1]
 
 
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_float16_skipped_steps_are_counted_and_logged(tmp_path):
     run = tmp_path / "fp16"
     raw = raw_config(run, max_steps=6, precision="mixed_float16", initial_loss_scale=2.0**80)

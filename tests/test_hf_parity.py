@@ -297,6 +297,7 @@ def _train_a_few_steps(model, x: dict, labels: dict, steps: int = 3) -> float:
     return first
 
 
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_export_after_training_steps(tmp_path):
     keras.utils.set_random_seed(8)
     spec = SPEC.model_copy(update={"hidden_dropout_prob": 0.1, "initializer_range": 0.02})

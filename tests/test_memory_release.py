@@ -7,7 +7,8 @@ import ctypes
 
 from albertkit.perf.runner import worker_env
 from albertkit.training import native
-from test_xla_plan import _batch, _build, _config
+from test_step import config as step_config
+from test_xla_plan import _batch, _build
 
 
 def _rss_mib() -> float:
@@ -41,7 +42,7 @@ def test_step_trims_once_per_entry_point_after_its_first_call(monkeypatch):
 
     calls: list[int] = []
     monkeypatch.setattr(step_module, "release_free_memory", lambda: calls.append(1) or True)
-    _, step = _build(_config(xla=False))
+    _, step = _build(step_config(xla=False))
     batch = _batch()
     step(batch)
     assert len(calls) == 1  # after the compiling call

@@ -27,6 +27,7 @@ def _time_records(run: Path) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- profiler
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_profile_trace_is_listed_by_tensorboards_profile_plugin(tmp_path, tiny_config):
     from tensorboard.plugins import base_plugin
     from xprof.convert.raw_to_tool_data import xspace_to_tool_data
@@ -67,6 +68,7 @@ def test_profile_settings_are_checked(tiny_config):
 
 
 # --------------------------------------------------------------------------- breakdown
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_split_step_equals_the_fused_step(tiny_config):
     """The breakdown's timed halves compute exactly what the fused step computes."""
     from albertkit.distributed.single import SingleProcess
@@ -248,6 +250,7 @@ def _mlflow_cfg(tiny_config, run: Path, uri: str, max_steps: int):
 
 
 @pytest.mark.parametrize("store_kind", ["directory", "file-store"])
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_mlflow_local_store_gets_params_metrics_artifacts_and_resume(tmp_path, tiny_config,
                                                                      monkeypatch, store_kind):
     """``directory``: a plain path (an SQLite database and the artifacts inside it);

@@ -150,6 +150,7 @@ def test_damaged_newest_is_moved_aside_and_resume_uses_the_previous(pristine, tm
         np.testing.assert_array_equal(want[k], got[k], err_msg=k)
 
 
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_all_checkpoints_damaged_refuses_to_start_over(pristine, tmp_path):
     run = copy_run(pristine, tmp_path / "run")
     for step in STEPS:
@@ -171,6 +172,7 @@ def test_all_checkpoints_damaged_refuses_to_start_over(pristine, tmp_path):
     assert len(list((run / "checkpoints" / "damaged").iterdir())) == 3
 
 
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_resume_false_next_to_an_earlier_runs_checkpoints_is_refused(pristine, tmp_path):
     """Without the refusal the fresh run's checkpoints (steps 3, 6, 9 again, keep_last=2 with
     the old 9 newer than the new 6) would be pruned, and the old run's replaced."""

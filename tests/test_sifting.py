@@ -60,6 +60,7 @@ def config(sifting=None, accum=1, micro=4, xla=False, precision="float32") -> Tr
 
 
 @pytest.mark.parametrize(("accum", "xla"), [(1, False), (2, False), (2, True)])
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_beta_zero_equals_the_plain_step(accum, xla):
     """Keeping everything trains exactly like no sifting (only the scoring pass is extra)."""
     batches = [stack(fixed_batch(4 * accum, seed=s), accum) for s in range(3)]
@@ -79,6 +80,7 @@ def test_beta_zero_equals_the_plain_step(accum, xla):
 @pytest.mark.parametrize(("accum", "micro", "beta", "xla"), [
     (1, 8, 0.5, False), (4, 4, 0.5, False), (4, 4, 0.3, True), (3, 4, 0.6, False),
 ])
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_sifted_gradients_equal_the_plain_step_on_the_kept_examples(accum, micro, beta, xla):
     batch = fixed_batch(micro * accum, seed=7)
     sift_cfg = config({"beta": beta, "warmup_steps": 0}, accum=accum, micro=micro, xla=xla)
@@ -134,6 +136,7 @@ def trainer_config(run_dir, sifting, max_steps=8) -> TrainerConfig:
     )
 
 
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_counters_add_up_in_logs_and_summary(tmp_path):
     run = tmp_path / "run"
     cfg = trainer_config(run, {"beta": 0.5, "warmup_steps": 3})
@@ -153,6 +156,7 @@ def test_counters_add_up_in_logs_and_summary(tmp_path):
     assert train[-1]["sift_examples_dropped"] == 20
 
 
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_resume_with_sifting_equals_uninterrupted(tmp_path):
     straight, resumed = tmp_path / "a", tmp_path / "b"
     sifting = {"beta": 0.5, "warmup_steps": 2}

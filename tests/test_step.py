@@ -61,6 +61,7 @@ def stack(batch: dict[str, np.ndarray], accum: int) -> dict[str, tf.Tensor]:
 
 
 @pytest.mark.parametrize("xla", [False, True])
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_accumulation_equals_one_big_batch(xla):
     """k micro-batches of m give the same gradient as one batch of k*m."""
     cfg = config(xla=xla)
@@ -75,6 +76,7 @@ def test_accumulation_equals_one_big_batch(xla):
         np.testing.assert_allclose(float(s1[k]), float(s4[k]), rtol=1e-5)
 
 
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_xla_on_and_off_agree():
     batch = stack(fixed_batch(8), 2)
     results = []

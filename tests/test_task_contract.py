@@ -244,6 +244,7 @@ print("ALL_REDUCED_OK", name, flush=True)
 
 
 @pytest.mark.parametrize("name", ["pretraining", "squad", "classification"])
+@pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_task_contract_all_reduced_over_two_replicas(name, tmp_path):
     script = tmp_path / "all_reduced.py"
     script.write_text(textwrap.dedent(_ALL_REDUCED.format(tests=str(Path(__file__).parent))))
