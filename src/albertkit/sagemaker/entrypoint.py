@@ -60,14 +60,9 @@ from pydantic import ValidationError
 from albertkit.config import ConfigError, TrainerConfig, apply_overrides
 from albertkit.fileio import read_json
 from albertkit.sagemaker.cluster import SageMakerCluster, read_sagemaker_cluster
-from albertkit.sagemaker.config import (
-    CONFIG_HYPERPARAMETER,
-    MULTIWORKER_PORT,
-    SageMakerConfig,
-    config_path,
-    hyperparameter_text,
-)
+from albertkit.sagemaker.config import CONFIG_HYPERPARAMETER, MULTIWORKER_PORT, SageMakerConfig
 from albertkit.sagemaker.plan import CONFIG_FILE, path_under
+from albertkit.sagemaker.wire import config_path, hyperparameter_text
 
 log = logging.getLogger("albertkit")
 

@@ -38,14 +38,10 @@ from albertkit.config import ConfigError, TrainerConfig
 from albertkit.fileio import atomic_write_text
 from albertkit.hardware import instance_spec
 from albertkit.sagemaker.cluster import CLUSTER_MODULE
-from albertkit.sagemaker.config import (
-    CONFIG_HYPERPARAMETER,
-    SageMakerConfig,
-    hyperparameter_key,
-    hyperparameter_text,
-)
+from albertkit.sagemaker.config import CONFIG_HYPERPARAMETER, SageMakerConfig
 from albertkit.sagemaker.entry_script import ENTRY_SCRIPT, ENTRY_SCRIPT_TEXT
 from albertkit.sagemaker.mpi_driver import DRIVER_SCRIPT, SSH_KEY_DIR, write_job_ssh_key
+from albertkit.sagemaker.wire import hyperparameter_key, hyperparameter_text
 from albertkit.tasks import TASK_NAMES, task_class
 
 # Names inside the uploaded source directory (the SDK's "code" channel).
