@@ -96,3 +96,23 @@ def tiny_tokenizer_dir(tmp_path_factory):
         return built[vocab_size]
 
     return make
+
+
+# --------------------------------------------------------------------------- no network
+def refuse_network(monkeypatch) -> list:
+    """Make every TCP/UDP connect in this test fail (Unix sockets still work) and return the
+    list of addresses that were attempted: the caller asserts it stays empty, so a test that
+    would reach a real AWS endpoint fails instead of hanging or succeeding by accident."""
+    import socket
+
+    attempts: list = []
+    real_connect = socket.socket.connect
+
+    def guarded(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            attempts.append(address)
+            raise OSError(f"network access attempted in a test: {address}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    return attempts

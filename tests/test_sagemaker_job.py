@@ -7,7 +7,6 @@ SDK telemetry is opted out and any socket connection attempt fails the test.
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 
@@ -17,6 +16,7 @@ moto = pytest.importorskip("moto")
 
 from albertkit.config import ConfigError, TrainerConfig  # noqa: E402
 from albertkit.sagemaker import submit as smsubmit  # noqa: E402
+from conftest import refuse_network  # noqa: E402
 
 REGION = "us-east-1"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest"
@@ -56,16 +56,7 @@ def aws(monkeypatch, tmp_path):
     monkeypatch.setenv("SAGEMAKER_USER_CONFIG_OVERRIDE", str(sdk_config))
     monkeypatch.setenv("SAGEMAKER_ADMIN_CONFIG_OVERRIDE", str(sdk_config))
 
-    attempts: list = []
-    real_connect = socket.socket.connect
-
-    def guarded(self, address):
-        if self.family in (socket.AF_INET, socket.AF_INET6):
-            attempts.append(address)
-            raise OSError(f"network access attempted in a test: {address}")
-        return real_connect(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", guarded)
+    attempts = refuse_network(monkeypatch)
     with moto.mock_aws():
         session = boto3.Session(region_name=REGION)
         role = session.client("iam").create_role(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import time
 
 import pytest
@@ -14,6 +13,7 @@ moto = pytest.importorskip("moto")
 
 from albertkit.cli import main  # noqa: E402
 from albertkit.sagemaker.joblogs import LOG_GROUP, log_events  # noqa: E402
+from conftest import refuse_network  # noqa: E402
 
 REGION = "us-east-1"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest"
@@ -38,16 +38,7 @@ def isolated(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    attempts: list = []
-    real_connect = socket.socket.connect
-
-    def guarded(self, address):
-        if self.family in (socket.AF_INET, socket.AF_INET6):
-            attempts.append(address)
-            raise OSError(f"network access attempted in a test: {address}")
-        return real_connect(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", guarded)
+    attempts = refuse_network(monkeypatch)
     yield
     assert attempts == [], f"network access attempted: {attempts}"
 
