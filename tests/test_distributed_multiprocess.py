@@ -355,34 +355,13 @@ def test_trainer_two_processes_equal_single_process(backend, single_run, tmp_pat
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_sifting_two_processes(backend, tmp_path):
-    """runtime.sifting under 2 processes: each rank keeps the hardest half of its own 8
-    examples per step after a 1-step warm-up; the counters are summed over the ranks."""
-    import yaml
-
-    run_dir = tmp_path / "run"
-    raw = _trainer_config(run_dir)
-    raw["runtime"]["sifting"] = {"beta": 0.5, "warmup_steps": 1}
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(raw))
-    code, log = _launch(_TRAIN, [str(config), backend], backend, tmp_path, timeout=300)
-    assert code == 0, log[-4000:]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    s = summary["sifting"]
-    # 3 steps of 16: the first trains on all 16, the next two on 2 ranks x 4
-    assert (s["sift_examples_seen"], s["sift_examples_kept"], s["sift_examples_scored"]) \
-        == (48, 16 + 2 * 8, 2 * 16)
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    train = [r for r in records if r["kind"] == "train"]
-    assert [r["sift_kept_share"] for r in train] == [1.0, 0.5, 0.5]
-    assert [r["skipped_steps"] for r in train] == [0.0, 0.0, 0.0]
-    assert all(np.isfinite(r["loss"]) for r in train)
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_profile_traces_only_the_ranks_asked(backend, tmp_path):
-    """runtime.profile under 2 processes: ranks [1] -> only rank 1 writes a trace (under
-    tensorboard/rank1), and the profile plugin lists it; rank 0 writes none."""
+def test_sifting_and_profile_two_processes(backend, tmp_path):
+    """One 2-process run with two features that only differ across ranks (one run, since
+    each costs a minute of process start-up and tracing on two cores):
+    - runtime.sifting: each rank keeps the hardest half of its own 8 examples per step after
+      a 1-step warm-up; the counters are summed over the ranks;
+    - runtime.profile with ranks [1]: only rank 1 writes a trace (under tensorboard/rank1),
+      and the profile plugin lists it; rank 0 writes none."""
     import argparse
 
     import yaml
@@ -391,11 +370,25 @@ def test_profile_traces_only_the_ranks_asked(backend, tmp_path):
 
     run_dir = tmp_path / "run"
     raw = _trainer_config(run_dir)
+    raw["runtime"]["sifting"] = {"beta": 0.5, "warmup_steps": 1}
     raw["runtime"]["profile"] = {"start_step": 2, "num_steps": 1, "ranks": [1]}
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(raw))
     code, log = _launch(_TRAIN, [str(config), backend], backend, tmp_path, timeout=300)
     assert code == 0, log[-4000:]
+
+    # sifting: 3 steps of 16: the first trains on all 16, the next two on 2 ranks x 4
+    summary = json.loads((run_dir / "summary.json").read_text())
+    s = summary["sifting"]
+    assert (s["sift_examples_seen"], s["sift_examples_kept"], s["sift_examples_scored"]) \
+        == (48, 16 + 2 * 8, 2 * 16)
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["kind"] == "train"]
+    assert [r["sift_kept_share"] for r in train] == [1.0, 0.5, 0.5]
+    assert [r["skipped_steps"] for r in train] == [0.0, 0.0, 0.0]
+    assert all(np.isfinite(r["loss"]) for r in train)
+
+    # profile: rank 1 only
     logdir = run_dir / "tensorboard"
     assert not list(logdir.glob("plugins/profile/*/*.xplane.pb"))  # rank 0 was not asked
     assert len(list(logdir.glob("rank1/plugins/profile/*/*.xplane.pb"))) == 1
