@@ -147,3 +147,13 @@ def test_measurement_scripts_import_no_cli_internals(tmp_path):
     copy.mkdir()
     (copy / "bench_x.py").write_text("def main():\n    from albertkit.cli.benchmark import x\n")
     assert cli_imports(copy) == ["benchmarks/bench_x.py:2: imports albertkit.cli.benchmark"]
+
+
+MAX_MODULE_LINES = 700
+
+
+def test_no_module_over_700_lines():
+    """A module a reader can hold in their head: split one that grows past 700 lines."""
+    long = {p.relative_to(SRC).as_posix(): n for p in SRC.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
