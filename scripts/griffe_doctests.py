@@ -7,8 +7,10 @@ examples section: it reads ``Example:`` as an admonition of Markdown text (where
 become block quotes and an output such as ``[0.68, -2.31]`` a broken link) and a title in
 parentheses as plain text. This extension rewrites each such heading, before the docstring is
 parsed, to ``Examples:`` followed by the parenthesised words as the section's first line,
-so that griffe renders the examples as code (without their ``# doctest:`` flags). The source
-stays as it is; nothing is imported: griffe reads the source.
+so that griffe renders the examples as code (without their ``# doctest:`` flags). It also
+turns Sphinx roles (``:class:`~albertkit.x.Y` ``) into plain code spans, which Markdown would
+otherwise show with the role's name. The source stays as it is; nothing is imported: griffe
+reads the source.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import griffe
 
 HEADING = re.compile(r"^(?P<indent>\s*)Examples?(?P<rest>\s*\(.*|:)\s*$")
+ROLE = re.compile(r":(?:class|func|meth|mod|data|attr|exc|obj):`~?([^`]+)`")
 
 
 def examples_sections(text: str) -> str:
@@ -48,8 +51,11 @@ def examples_sections(text: str) -> str:
 
 
 class ExampleSections(griffe.Extension):
-    """Turn the ``Example...:`` headings of every docstring griffe reads into sections."""
+    """Turn the ``Example...:`` headings of every docstring griffe reads into sections, and
+    its Sphinx roles into code spans."""
 
     def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
-        if obj.docstring is not None and ">>>" in obj.docstring.value:
-            obj.docstring.value = examples_sections(obj.docstring.value)
+        if obj.docstring is None:
+            return
+        text = ROLE.sub(r"`\1`", obj.docstring.value)
+        obj.docstring.value = examples_sections(text) if ">>>" in text else text
