@@ -172,6 +172,6 @@ def sst2_texts() -> list[str]:
 
 def setup_logging() -> None:
     """albertkit's console logging, as the `albertkit` command sets it up (INFO lines)."""
-    from albertkit.training.run_logger import setup_console_logging
+    from albertkit.training import setup_console_logging
 
     setup_console_logging(debug=False)

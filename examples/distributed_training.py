@@ -35,7 +35,7 @@ def main() -> int:
     from resume_training import newest_weights
 
     from albertkit import AlbertTrainer, TrainerConfig
-    from albertkit.distributed.launch import cli_command, launch_local
+    from albertkit.distributed import cli_command, launch_local
 
     config = _shared.CONFIGS / "howto_distributed_tiny.yaml"
     common = ["runtime.max_steps=6", "checkpoint.every_steps=6"] if args.tiny else []

@@ -23,7 +23,7 @@ import _shared
 
 def albertkit_logits(run_dir: Path, batch: dict) -> dict:
     """albertkit's own outputs for ``batch`` from the run's newest checkpoint."""
-    from albertkit.training.export import load_run_model
+    from albertkit.training import load_run_model
 
     _, model = load_run_model(run_dir)
     return {k: v.numpy() for k, v in model(batch, training=False).items()}
@@ -57,7 +57,7 @@ def main() -> int:
 
     import numpy as np
 
-    from albertkit.training.export import export_run
+    from albertkit.training import export_run
 
     run_dir = args.run
     if run_dir is None:

@@ -68,7 +68,7 @@ def main() -> int:
     out = _shared.out_dir(args, __file__)
 
     from albertkit import AlbertTrainer, TrainerConfig
-    from albertkit.tasks.squad_metrics import evaluate_files
+    from albertkit.tasks import evaluate_files
 
     train_file = args.train_file or _shared.write_squad_fixture(
         out / "data" / f"squad-v{args.version}.json", args.version)

@@ -42,7 +42,7 @@ def write_default_corpus(folder: Path, tiny: bool) -> list[str]:
     if tiny:
         return [str(_shared.write_sample_corpus(folder / "python_docs.txt", limit=30))]
     # ~2 MB: help() topics plus the standard library's docstrings (the `albertkit demo` text)
-    from albertkit.data.demo import stdlib_documents
+    from albertkit.data import stdlib_documents
 
     path = folder / "stdlib_docs.txt"
     folder.mkdir(parents=True, exist_ok=True)
@@ -55,8 +55,12 @@ def pretrain_from_text(texts: list[str], out: Path, tiny: bool = False,
                        steps: int | None = None, extra_overrides: list[str] | None = None) -> Path:
     """Train a tokenizer on ``texts``, prepare pretraining data, pretrain; returns the run dir."""
     from albertkit import AlbertTrainer, TrainerConfig
-    from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
-    from albertkit.data.writer import PretrainingDataConfig, prepare_pretraining_data
+    from albertkit.data import (
+        PretrainingDataConfig,
+        TokenizerConfig,
+        prepare_pretraining_data,
+        train_tokenizer,
+    )
 
     tokenizer_dir, data_dir, run_dir = out / "tokenizer", out / "data" / "pretrain", out / "run"
     overrides = [

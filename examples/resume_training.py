@@ -24,7 +24,7 @@ def newest_weights(run_dir: Path) -> dict:
     import numpy as np
     from safetensors.numpy import load_file
 
-    from albertkit.training.checkpoint import CheckpointManager
+    from albertkit.training import CheckpointManager
 
     ckpt = CheckpointManager(run_dir / "checkpoints").latest()
     tensors = load_file(str(ckpt.path / "model.safetensors"))

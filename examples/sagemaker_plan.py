@@ -42,7 +42,7 @@ def main() -> int:
     out = _shared.out_dir(args, __file__)
 
     from albertkit import AlbertTrainer
-    from albertkit.sagemaker.defaults import load_launch_config
+    from albertkit.sagemaker import load_launch_config
 
     # The config file's sagemaker: section wins over these defaults, as with `albertkit launch`.
     cfg = load_launch_config(args.config, [], PLACEHOLDERS)

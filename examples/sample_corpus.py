@@ -22,7 +22,7 @@ def main() -> int:
     if args.tiny:
         _shared.write_sample_corpus(path, limit=30)
     else:
-        from albertkit.data.demo import stdlib_documents
+        from albertkit.data import stdlib_documents
 
         # one document per line: the sentences of a document joined by spaces
         docs = [" ".join(sentences) for sentences in stdlib_documents()]

@@ -1,6 +1,6 @@
 """The import-layer contract: albertkit's packages import one way, bottom to top.
 
-    errors, fileio, hardware, tfstart -> config -> models, optimizers, data -> distributed -> tasks
+    errors, fileio, hardware, tfstart, _lazy -> config -> models, optimizers, data -> distributed -> tasks
     -> training -> sagemaker, perf, report -> cli
 
 A module may import from its own layer or a lower one, never from a higher one; lazy imports
@@ -22,7 +22,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "albertkit"
 
 LAYERS: dict[str, int] = {
-    "errors": 0, "fileio": 0, "hardware": 0, "tfstart": 0,
+    "errors": 0, "fileio": 0, "hardware": 0, "tfstart": 0, "_lazy": 0,
     "config": 1,
     "models": 2, "optimizers": 2, "data": 2,
     "distributed": 3,

@@ -18,6 +18,24 @@ Example:
 
 from __future__ import annotations
 
+__all__ = [
+    "AlbertkitError",
+    "ConfigError",
+    "CorpusError",
+    "TokenizerError",
+    "ProtobufError",
+    "RecordError",
+    "DataPreparationError",
+    "DatasetError",
+    "SquadFormatError",
+    "GlueDataError",
+    "SquadEvalError",
+    "CheckpointError",
+    "TrainingError",
+    "BenchmarkError",
+    "ReportError",
+]
+
 
 class AlbertkitError(Exception):
     """Base of every error albertkit raises deliberately."""

@@ -1,5 +1,8 @@
 """The ``albertkit`` command line: thin argparse wrappers over the Python API.
 
+The commands, their options and their exit statuses are public (``docs/``); in Python, only
+:func:`main` is.
+
 The environment is read here (and in the SageMaker entry point), never in configs. Errors
 reach users as one ``error: ...`` line naming the file/field; ``--debug`` shows tracebacks.
 """
@@ -22,6 +25,8 @@ from albertkit.cli.train import (
     add_pretrain_parser,
 )
 from albertkit.training.run_logger import setup_console_logging
+
+__all__ = ["main"]
 
 log = logging.getLogger("albertkit")
 # Commands that start TensorFlow: they start it lean, and without --debug with its C++ start-up
@@ -111,6 +116,12 @@ def quiet_imports(environ) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one ``albertkit`` command; returns its exit status.
+
+    ``argv`` is the command line without the program name (default: ``sys.argv[1:]``), for
+    example ``main(["pretrain", "--config", "pretrain.yaml"])``. A failure albertkit
+    diagnoses prints one ``error: ...`` line and returns 2 (``--debug`` raises it instead).
+    """
     argv = sys.argv[1:] if argv is None else argv
     if "--debug" not in argv:
         quiet_imports(os.environ)

@@ -7,8 +7,9 @@
 * :mod:`albertkit.config.reference` -- the JSON Schema and the Markdown reference;
 * :mod:`albertkit.config.sizes` -- the ALBERT architecture description and size presets.
 
-The names most code needs are importable from here: ``from albertkit.config import
-TrainerConfig, ConfigError``.
+The public names (``__all__``) are importable from here: ``from albertkit.config import
+TrainerConfig, ConfigError``. A model size's architecture is ``ModelConfig(size="base").spec``
+(an :class:`AlbertSpec`).
 
 Example:
     >>> cfg = TrainerConfig.model_validate({"data": {"kind": "synthetic"}})
@@ -44,6 +45,7 @@ from albertkit.config.sections import (
     ScheduleConfig,
     SiftingConfig,
 )
+from albertkit.config.sizes import AlbertSpec
 from albertkit.config.validation import format_validation_errors, invalid_configuration
 from albertkit.errors import ConfigError
 
@@ -51,6 +53,7 @@ __all__ = [
     "PLUGIN_SECTIONS",
     "TASK_OF_KIND",
     "AdamWConfig",
+    "AlbertSpec",
     "CheckpointConfig",
     "ClassificationData",
     "ConfigError",

@@ -208,6 +208,7 @@ class SquadData(Section):
 
 
 GlueTaskName = Literal["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli"]
+"""The GLUE tasks with a built-in preset (``data.task`` of a classification config)."""
 
 
 class ClassificationData(Section):
@@ -259,10 +260,11 @@ DataConfig = Annotated[
     SyntheticData | TFRecordData | DemoData | SquadData | ClassificationData,
     Field(discriminator="kind"),
 ]
+"""The ``data`` section: one of the data kinds, chosen by its ``kind`` field."""
 
 TaskName = Literal["pretraining", "squad", "classification"]
-# What each data kind trains: the one mapping (the config's `task`, the task builder and the
-# report read it here).
+"""What a config trains (``TrainerConfig.task``)."""
+
 TASK_OF_KIND: dict[str, TaskName] = {
     "synthetic": "pretraining",
     "tfrecord": "pretraining",
@@ -270,3 +272,5 @@ TASK_OF_KIND: dict[str, TaskName] = {
     "squad": "squad",
     "classification": "classification",
 }
+"""What each data kind (``data.kind``) trains: the one mapping (the config's ``task``, the
+task builder and the report read it here)."""

@@ -47,8 +47,9 @@ from albertkit.config.sections import (
 from albertkit.config.validation import invalid_configuration
 from albertkit.fileio import atomic_write_text, load_yaml
 
-# Top-level sections owned by packages above the config (they validate them themselves).
 PLUGIN_SECTIONS: tuple[str, ...] = ("sagemaker",)
+"""Top-level config sections owned by packages above the config (they validate them
+themselves)."""
 
 
 class TrainerConfig(Section):

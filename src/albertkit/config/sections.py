@@ -223,6 +223,7 @@ class AdamWConfig(_OptimizerBase):
 
 
 OptimizerConfig = Annotated[LambConfig | AdamWConfig, Field(discriminator="kind")]
+"""The ``optimizer`` section: LAMB or AdamW, chosen by its ``kind`` field."""
 
 
 # --------------------------------------------------------------------------- runtime

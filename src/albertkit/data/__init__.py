@@ -1,5 +1,9 @@
 """Data for ALBERT: corpora, tokenizer, pretraining examples and tf.data pipelines.
 
+The public names (``__all__``) are importable from here: ``from albertkit.data import
+Tokenizer, train_tokenizer``. Each is imported on first use: importing this package imports
+none of its modules.
+
 Modules (imported on demand; only ``pretraining_dataset`` and ``stream`` import TensorFlow
 when imported, ``finetune`` when it builds a pipeline):
 
@@ -16,3 +20,53 @@ when imported, ``finetune`` when it builds a pipeline):
 
 The ``train-tokenizer`` and ``prepare-data`` commands are :mod:`albertkit.cli.data`.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from albertkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from albertkit.data.demo import stdlib_documents
+    from albertkit.data.finetune import load_hf_tokenizer
+    from albertkit.data.pretraining_dataset import build_pretraining_dataset
+    from albertkit.data.squad import SquadExample, SquadFeatures, convert_examples, read_squad
+    from albertkit.data.tokenizer import Tokenizer, TokenizerConfig, train_tokenizer
+    from albertkit.data.writer import (
+        PretrainingDataConfig,
+        prepare_pretraining_data,
+        shard_files,
+    )
+
+__all__ = [
+    "PretrainingDataConfig",
+    "SquadExample",
+    "SquadFeatures",
+    "Tokenizer",
+    "TokenizerConfig",
+    "build_pretraining_dataset",
+    "convert_examples",
+    "load_hf_tokenizer",
+    "prepare_pretraining_data",
+    "read_squad",
+    "shard_files",
+    "stdlib_documents",
+    "train_tokenizer",
+]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "PretrainingDataConfig": "writer",
+    "SquadExample": "squad",
+    "SquadFeatures": "squad",
+    "Tokenizer": "tokenizer",
+    "TokenizerConfig": "tokenizer",
+    "build_pretraining_dataset": "pretraining_dataset",
+    "convert_examples": "squad",
+    "load_hf_tokenizer": "finetune",
+    "prepare_pretraining_data": "writer",
+    "read_squad": "squad",
+    "shard_files": "writer",
+    "stdlib_documents": "demo",
+    "train_tokenizer": "tokenizer",
+})

@@ -344,15 +344,19 @@ def build_pretraining_dataset(
 
     Args:
         files: shard files or globs (order kept; shuffled per epoch when training).
-        seq_length, max_predictions_per_seq: the feature shapes.
+        seq_length: tokens per example (a feature shape).
+        max_predictions_per_seq: masked positions per example (a feature shape).
         batch_size: examples per batch (``drop_remainder=True``).
         masking: ``"static"`` (masks in the files) or ``"dynamic"`` (masked here).
         masking_rules: dynamic masking rules; default: the manifest's, else ALBERT's.
-        vocab_size, special_ids: for dynamic masking without a manifest (else read from it).
+        vocab_size: for dynamic masking without a manifest (else read from it).
+        special_ids: the special tokens' ids, likewise.
         shuffle_buffer: examples in the shuffle buffer (training only; 0 = none).
         seed: seeds file order, shuffling and dynamic masks.
         deterministic: fixed order (required for exact resume) vs. a little more speed.
-        shard_index, num_shards: this worker's share (disjoint, covering).
+        shard_index: this worker's index among ``num_shards`` (the shares are disjoint
+            and cover the data).
+        num_shards: the number of workers sharing the files.
         repeat: repeat forever (training) or stop after one pass (evaluation).
         training: shuffle files and records; ``False`` keeps the files' order.
         start_batch: index of the first batch to produce: the resume position, in batches of

@@ -1,7 +1,9 @@
 """Data-parallel backends behind one :class:`~albertkit.distributed.base.Distributor` interface.
 
 ``build_distributor(cfg.distributed)`` returns the backend the config names. Horovod and
-the multi-worker strategy are imported only when chosen.
+the multi-worker strategy are imported only when chosen. ``launch_local(cli_command(argv),
+nproc, backend)`` runs an ``albertkit`` command as ``nproc`` cooperating local processes
+(what ``--nproc`` does).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Mapping
 
 from albertkit.config import DistributedConfig
 from albertkit.distributed.base import Distributor
+from albertkit.distributed.launch import cli_command, launch_local
 
 
 def build_distributor(cfg: DistributedConfig, environ: Mapping[str, str] | None = None
@@ -44,4 +47,4 @@ def build_distributor(cfg: DistributedConfig, environ: Mapping[str, str] | None 
                      "tf_multiworker")
 
 
-__all__ = ["Distributor", "build_distributor"]
+__all__ = ["Distributor", "build_distributor", "cli_command", "launch_local"]

@@ -1,5 +1,9 @@
 """ALBERT in Keras 3 and what describes it.
 
+The public names (``__all__``) are importable from here: ``from albertkit.models import
+AlbertForPretraining, model_from_hf``. Each is imported on first use (the model classes
+import Keras and TensorFlow).
+
 * :mod:`albertkit.models.albert` -- the Keras 3 model: embeddings, encoder, the three heads;
 * :mod:`albertkit.models.layers` -- its LayerNorm and Dropout layers;
 * :mod:`albertkit.models.kernels` -- activations and the custom-gradient kernels (GELU,
@@ -9,5 +13,58 @@
 * :mod:`albertkit.models.footprint` -- parameter count and training-memory estimate;
 * :mod:`albertkit.models.hf` -- Hugging Face checkpoint import and export.
 
-The architecture description and the size presets are :mod:`albertkit.config.sizes`.
+The architecture description and the size presets (``AlbertSpec``, ``SIZES``) are in
+:mod:`albertkit.config`.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from albertkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from albertkit.models.albert import (
+        AlbertEncoder,
+        AlbertForPretraining,
+        AlbertForQuestionAnswering,
+        AlbertForSequenceClassification,
+    )
+    from albertkit.models.footprint import MemoryEstimate, estimate_memory, parameter_count
+    from albertkit.models.hf import (
+        HFImportWarning,
+        export_to_hf,
+        load_hf_weights,
+        model_from_hf,
+        spec_from_hf_config,
+    )
+
+__all__ = [
+    "AlbertEncoder",
+    "AlbertForPretraining",
+    "AlbertForQuestionAnswering",
+    "AlbertForSequenceClassification",
+    "HFImportWarning",
+    "MemoryEstimate",
+    "estimate_memory",
+    "export_to_hf",
+    "load_hf_weights",
+    "model_from_hf",
+    "parameter_count",
+    "spec_from_hf_config",
+]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "AlbertEncoder": "albert",
+    "AlbertForPretraining": "albert",
+    "AlbertForQuestionAnswering": "albert",
+    "AlbertForSequenceClassification": "albert",
+    "HFImportWarning": "hf",
+    "MemoryEstimate": "footprint",
+    "estimate_memory": "footprint",
+    "export_to_hf": "hf",
+    "load_hf_weights": "hf",
+    "model_from_hf": "hf",
+    "parameter_count": "footprint",
+    "spec_from_hf_config": "hf",
+})

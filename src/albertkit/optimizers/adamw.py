@@ -88,8 +88,10 @@ class AdamW(keras.optimizers.Optimizer):
     """Adam with BERT-style weight decay and a name-based exclusion list.
 
     Args:
-        learning_rate: float or a ``LearningRateSchedule`` (see ``WarmupPolynomialDecay``).
-        beta_1, beta_2: moment decay rates.
+        learning_rate (float | LearningRateSchedule): a float or a schedule (see
+            ``WarmupPolynomialDecay``).
+        beta_1: decay rate of the first moment.
+        beta_2: decay rate of the second moment.
         epsilon: added to ``sqrt(v)`` (BERT/ALBERT use 1e-6).
         weight_decay_rate: decay added to the update of non-excluded variables.
         exclude_from_weight_decay: regex patterns searched in each variable's ``.path``;

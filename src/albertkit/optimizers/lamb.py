@@ -39,8 +39,10 @@ class Lamb(AdamW):
     """LAMB (layer-wise adaptive moments) exactly as Google's ALBERT pretrains with it.
 
     Args:
-        learning_rate: float or a ``LearningRateSchedule`` (see ``WarmupPolynomialDecay``).
-        beta_1, beta_2: moment decay rates.
+        learning_rate (float | LearningRateSchedule): a float or a schedule (see
+            ``WarmupPolynomialDecay``).
+        beta_1: decay rate of the first moment.
+        beta_2: decay rate of the second moment.
         epsilon: added to ``sqrt(v)`` (ALBERT uses 1e-6).
         weight_decay_rate: decay added to the update before the trust ratio.
         exclude_from_weight_decay: regex patterns searched in each variable's ``.path``;

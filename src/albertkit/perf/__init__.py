@@ -20,12 +20,27 @@ The measurement scripts and what only they use (targets, op profiles, the matmul
 live in ``benchmarks/`` at the top of the repository, outside the package.
 
 Nothing here imports TensorFlow at import time: workers import it in their own processes.
+The public names (``__all__``) are importable from here.
 """
 
 from albertkit.errors import BenchmarkError
+from albertkit.perf.cost import ScalingPrediction, predict
+from albertkit.perf.memory import BatchPlan, format_plan_table, plan_batch, plan_table
 from albertkit.perf.result import BenchmarkResult
 from albertkit.perf.runner import measure
 from albertkit.perf.settings import BenchmarkSettings
 from albertkit.perf.table import format_table
 
-__all__ = ["BenchmarkError", "BenchmarkResult", "BenchmarkSettings", "format_table", "measure"]
+__all__ = [
+    "BatchPlan",
+    "BenchmarkError",
+    "BenchmarkResult",
+    "BenchmarkSettings",
+    "ScalingPrediction",
+    "format_plan_table",
+    "format_table",
+    "measure",
+    "plan_batch",
+    "plan_table",
+    "predict",
+]

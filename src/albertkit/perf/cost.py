@@ -66,8 +66,9 @@ def predict(spec: AlbertSpec, *, nodes: int, gpus_per_node: int = 8,
 
     Args:
         spec: the architecture (its trainable parameters are what is all-reduced).
-        link_gbps, link_efficiency: each node's network bandwidth and the fraction an
-            all-reduce achieves (p3dn.24xlarge: 100 Gbit/s; p4d.24xlarge: 400 Gbit/s EFA).
+        link_gbps: each node's network bandwidth in Gbit/s (p3dn.24xlarge: 100;
+            p4d.24xlarge: 400 with EFA).
+        link_efficiency: the fraction of ``link_gbps`` an all-reduce achieves.
         reduce_every_micro_batch: model a loop that all-reduces after every micro-batch.
         reference_flops_per_gpu: achieved FLOP/s of one GPU (default: calibrated on the
             reference system's ALBERT-base throughput).

@@ -3,16 +3,41 @@
 ``build_task(cfg, spec)`` builds the task ``cfg.task`` names (the data kind decides it, see
 ``albertkit.config.TASK_OF_KIND``); ``task_class(name)`` gives its class, whose ``log_keys``
 name the metrics it reports. Importing a task module does not import TensorFlow.
+
+The public names (``__all__``) are importable from here. Besides the two above and the
+:class:`Task` base class, they are SQuAD's pieces on their own: :func:`postprocess` turns a
+model's logits into answers (:class:`SquadPredictions`), :func:`evaluate_files` scores them
+as the official scripts do.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from albertkit._lazy import lazy_exports
+
 if TYPE_CHECKING:
     from albertkit.config import TaskName, TrainerConfig
     from albertkit.config.sizes import AlbertSpec
     from albertkit.tasks.base import Task
+    from albertkit.tasks.squad import SquadPredictions, postprocess
+    from albertkit.tasks.squad_metrics import evaluate_files
+
+__all__ = [
+    "SquadPredictions",
+    "Task",
+    "build_task",
+    "evaluate_files",
+    "postprocess",
+    "task_class",
+]
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "SquadPredictions": "squad",
+    "Task": "base",
+    "evaluate_files": "squad_metrics",
+    "postprocess": "squad",
+})
 
 TASK_NAMES: tuple[TaskName, ...] = ("pretraining", "squad", "classification")
 

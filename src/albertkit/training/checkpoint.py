@@ -73,6 +73,10 @@ def parse_checkpoint_choice(value: str | int) -> str | int:
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """One verified checkpoint, as :meth:`CheckpointManager.latest` and
+    :meth:`CheckpointManager.select` return it: its directory, its training step and the
+    contents of its ``state.json`` (where the data stream stood, among others)."""
+
     path: Path
     step: int
     state: dict[str, Any]
