@@ -257,3 +257,16 @@ def test_the_docs_link_check_finds_a_missing_file(tmp_path):
             "`[code](d.md)`\n```\n[fenced](e.md)\n```\n")
     assert hooks.broken_links(text, tmp_path / "docs" / "index.md", tmp_path) == [
         "../examples/gone.py", "c.md", "../../etc/passwd"]
+
+
+def test_every_error_class_is_public():
+    """A user catches albertkit's errors by class: each one defined in albertkit.errors is in
+    its __all__ (a new error added without listing it fails here)."""
+    import inspect
+
+    import albertkit.errors as errors
+
+    defined = {name for name, obj in vars(errors).items()
+               if inspect.isclass(obj) and issubclass(obj, errors.AlbertkitError)
+               and obj.__module__ == errors.__name__}
+    assert defined - set(errors.__all__) == set()

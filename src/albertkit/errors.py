@@ -32,6 +32,7 @@ __all__ = [
     "SquadEvalError",
     "CheckpointError",
     "TrainingError",
+    "GpuDriverError",
     "BenchmarkError",
     "ReportError",
 ]
