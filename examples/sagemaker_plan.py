@@ -41,13 +41,13 @@ def main() -> int:
     args = p.parse_args()
     out = _shared.out_dir(args, __file__)
 
-    from albertkit import AlbertTrainer
-    from albertkit.sagemaker import load_launch_config
+    from albertkit import AlbertTrainer, TrainerConfig
 
-    # The config file's sagemaker: section wins over these defaults, as with `albertkit launch`.
-    cfg = load_launch_config(args.config, [], PLACEHOLDERS)
+    cfg = TrainerConfig.from_yaml(args.config)
     overrides = {} if args.instance_count is None else {"instance_count": args.instance_count}
-    job = AlbertTrainer(cfg).to_sagemaker(**overrides)   # validated here, before any AWS call
+    # The placeholders stand in for the ALBERTKIT_SM_* environment: the config file's
+    # sagemaker: section and the overrides win over them, as with `albertkit launch`.
+    job = AlbertTrainer(cfg).to_sagemaker(env_defaults=PLACEHOLDERS, **overrides)  # checked here
     request = job.plan(job_name="albertkit-example-plan")
 
     rc = request["ResourceConfig"]

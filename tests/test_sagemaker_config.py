@@ -77,7 +77,11 @@ def test_invalid_combinations_are_refused_with_clear_messages():
         max_run_seconds=7200,
         max_wait_seconds=3600,
     )
-    refused(r"spot=true needs checkpoint_s3_uri", spot=True, max_wait_seconds=10**6)
+    # checked with the job (the section may get output_path from the environment); with
+    # output_path set, the run's own prefix is derived (test_spot_jobs_get_the_runs_own_...)
+    with pytest.raises(ConfigError, match=r"spot=true needs checkpoint_s3_uri"):
+        smsubmit.to_sagemaker(trainer_config(sm()), env_defaults={}, spot=True,
+                              max_wait_seconds=10**6, output_path=None)
     refused(r"spot=true needs max_wait_seconds", spot=True, checkpoint_s3_uri="s3://bkt/c")
     refused(r"max_wait_seconds=100 applies only to managed spot", max_wait_seconds=100)
     refused(
@@ -550,14 +554,18 @@ def test_example_buckets_come_from_the_environment():
     assert uris and all(u.startswith("s3://my-team-bucket/") for u in uris)
     pretrain = smdefaults.load_launch_config(root / "sagemaker_pretrain_base.yaml", [], defaults)
     pretrain_sm = SageMakerConfig.from_trainer_config(pretrain)
-    assert pretrain_sm.checkpoint_s3_uri.startswith("s3://my-team-bucket/checkpoints/")
+    # no fixed checkpoint prefix: the spot job gets its run's own, under the output path
+    assert pretrain_sm.checkpoint_s3_uri is None
+    checkpoints = smsubmit.to_sagemaker(pretrain, env_defaults={}).plan()["CheckpointConfig"]
+    assert re.fullmatch(r"s3://my-team-bucket/output/checkpoints/albert-base-pretrain-[0-9a-f]{8}",
+                        checkpoints["S3Uri"])
     assert pretrain_sm.tensorboard_s3_uri.startswith("s3://my-team-bucket/tensorboard/")
     for path in (root / "sagemaker_finetune_squad.yaml", root / "sagemaker_pretrain_base.yaml"):
         assert "s3://{bucket}/" in path.read_text()
         assert "123456789012-us-east-1" not in path.read_text()
     # without the variable the error names the fields and the variable to set
     del env["ALBERTKIT_SM_BUCKET"]
-    with pytest.raises(ConfigError, match=r"checkpoint_s3_uri.*\{bucket\}.*ALBERTKIT_SM_BUCKET"):
+    with pytest.raises(ConfigError, match=r"tensorboard_s3_uri.*\{bucket\}.*ALBERTKIT_SM_BUCKET"):
         SageMakerConfig.from_trainer_config(smdefaults.load_launch_config(
             root / "sagemaker_pretrain_base.yaml", [], smdefaults.sagemaker_defaults_from_env(env)
         ))
@@ -591,3 +599,92 @@ def test_every_sagemaker_field_has_a_description():
         if not (info.description or "").strip()
     ]
     assert not missing, f"add description= to these fields: {missing}"
+
+
+# --------------------------------------------------------------------------- one resolver
+def test_python_and_cli_resolve_the_same_settings(tmp_path, monkeypatch, capsys):
+    """overrides > the config's sagemaker section > ALBERTKIT_SM_* > built-in defaults, the
+    same from Python (which reads os.environ itself) as from albertkit launch."""
+    from albertkit import AlbertTrainer
+    from albertkit.cli import main
+
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "model: {size: tiny}\n"
+        "data: {kind: synthetic, seq_length: 64, max_predictions_per_seq: 10}\n"
+        "runtime: {micro_batch_size: 8, global_batch_size: 16}\n"
+        "sagemaker:\n  instance_type: ml.g5.xlarge\n  volume_size_gb: 50\n"
+        "  tensorboard_s3_uri: s3://{bucket}/tensorboard/run-1\n"
+    )
+    env = {
+        "ALBERTKIT_SM_ROLE_ARN": ROLE,
+        "ALBERTKIT_SM_IMAGE_URI": IMAGE,
+        "ALBERTKIT_SM_OUTPUT_PATH": "s3://env-bucket/jobs",
+        "ALBERTKIT_SM_BUCKET": "env-bucket",
+        "ALBERTKIT_SM_INSTANCE_TYPE": "ml.g5.2xlarge",  # the file's section wins
+    }
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    python = AlbertTrainer(TrainerConfig.from_yaml(path)).to_sagemaker(volume_size_gb=77)
+    python_plan = python.plan(job_name="albertkit-1")
+    assert main(["launch", "--config", str(path), "--dry-run",
+                 "--set", "sagemaker.volume_size_gb=77"]) == 0
+    cli_plan = json.loads(capsys.readouterr().out)
+    for key in ("RoleArn", "ResourceConfig", "OutputDataConfig", "TensorBoardOutputConfig",
+                "StoppingCondition", "HyperParameters"):
+        assert python_plan[key] == cli_plan[key], key
+    assert python_plan["AlgorithmSpecification"]["TrainingImage"] == IMAGE
+    assert cli_plan["AlgorithmSpecification"]["TrainingImage"] == IMAGE
+    assert python_plan["RoleArn"] == ROLE  # environment
+    assert python_plan["ResourceConfig"] == {  # file over environment, override over file
+        "InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 77}
+    assert python_plan["OutputDataConfig"]["S3OutputPath"] == "s3://env-bucket/jobs"
+    assert python_plan["TensorBoardOutputConfig"]["S3OutputPath"] == (
+        "s3://env-bucket/tensorboard/run-1")  # {bucket} from the environment
+    assert python_plan["StoppingCondition"] == {"MaxRuntimeInSeconds": 2 * 24 * 3600}  # built-in
+    # an explicit env_defaults replaces the environment ({} ignores it)
+    with pytest.raises(ConfigError, match=r"bucket is not set"):
+        smsubmit.to_sagemaker(TrainerConfig.from_yaml(path), env_defaults={})
+    # and the resolved section is what `albertkit config show` validates
+    shown = smdefaults.load_launch_config(path, ["sagemaker.volume_size_gb=77"],
+                                          smdefaults.sagemaker_defaults_from_env(env))
+    assert SageMakerConfig.from_trainer_config(shown) == python.sagemaker_config
+
+
+# --------------------------------------------------------------------------- one run, one prefix
+def test_spot_jobs_get_the_runs_own_checkpoint_prefix():
+    spot = {"spot": True, "max_wait_seconds": 10**6}
+
+    def uri(cfg, **overrides):
+        request = smsubmit.to_sagemaker(cfg, env_defaults={}, **overrides).plan(job_name="j")
+        return request.get("CheckpointConfig", {}).get("S3Uri")
+
+    base = trainer_config(sm())
+    first = uri(base, **spot)
+    assert re.fullmatch(r"s3://bucket/albertkit/checkpoints/albertkit-[0-9a-f]{8}", first), first
+    # the same run submitted again (a later job, another process) finds its checkpoints
+    assert uri(trainer_config(sm()), **spot) == first
+    # changes a resume accepts keep the prefix: a longer run, other cadences
+    longer = trainer_config(sm(), runtime={"micro_batch_size": 8, "global_batch_size": 128,
+                                           "max_steps": 500, "eval_every_steps": 50},
+                            checkpoint={"every_steps": 10})
+    assert uri(longer, **spot) == first
+    # a variant gets its own: another learning rate (in the config or as a hyperparameter),
+    # another replica count, another job name
+    other_lr = trainer_config(sm(), optimizer={"learning_rate": 0.002})
+    assert uri(other_lr, **spot) != first
+    assert uri(base, hyperparameters={"optimizer.learning_rate": 0.002}, **spot) == uri(
+        other_lr, **spot)
+    more_hosts = {"instance_type": "ml.g5.12xlarge", "distribution": {"kind": "horovod"}}
+    assert uri(base, instance_count=2, **more_hosts, **spot) != uri(
+        base, instance_count=4, **more_hosts, **spot)
+    assert uri(base, base_job_name="albert-lr2", **spot).startswith(
+        "s3://bucket/albertkit/checkpoints/albert-lr2-")
+    # an explicit prefix is kept; an on-demand job syncs none unless asked ('auto')
+    assert uri(base, checkpoint_s3_uri="s3://bucket/mine", **spot) == "s3://bucket/mine"
+    assert uri(base) is None
+    assert uri(base, checkpoint_s3_uri="auto") == first
+    # what the job ships is the resolved prefix
+    job = smsubmit.to_sagemaker(base, env_defaults={}, **spot)
+    assert job.sagemaker_config.checkpoint_s3_uri == first
+    refused(r"checkpoint_s3_uri='s3:/x' is not an S3 URI", checkpoint_s3_uri="s3:/x")

@@ -7,6 +7,9 @@ SDK telemetry is opted out and any socket connection attempt fails the test.
 from __future__ import annotations
 
 import json
+import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +50,8 @@ def aws(monkeypatch, tmp_path):
     sdk_config.write_text(
         "SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n"
     )
+    for var in [v for v in os.environ if v.startswith("ALBERTKIT_SM_")]:
+        monkeypatch.delenv(var)  # to_sagemaker reads them: only a test's own count
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
@@ -248,7 +253,9 @@ def test_invalid_jobs_are_refused_before_any_aws_call(aws, tmp_path, monkeypatch
             "max_run_seconds": 100,
             "max_wait_seconds": 50,
         },
-        "spot=true needs checkpoint_s3_uri": {"spot": True, "max_wait_seconds": 10**5},
+        "spot=true needs checkpoint_s3_uri": {  # nowhere to put the run's own prefix either
+            "spot": True, "max_wait_seconds": 10**6, "output_path": None
+        },
         "processes per host is unknown": {
             "instance_type": "ml.trn9.huge",
             "instance_count": 2,
@@ -260,3 +267,66 @@ def test_invalid_jobs_are_refused_before_any_aws_call(aws, tmp_path, monkeypatch
         with pytest.raises(ConfigError, match=message):
             smsubmit.to_sagemaker(cfg, **overrides).fit(wait=False, boto_session=session)
     assert calls == []
+
+
+# --------------------------------------------------------------------------- the guide's code
+ROOT = Path(__file__).resolve().parents[1]
+DOC_MARKER = "<!-- doc-test: python-job"
+
+
+def doc_block(path: Path, marker: str) -> str:
+    """The ```python block right after ``marker`` in ``path`` (fails if either is gone)."""
+    text = path.read_text(encoding="utf-8")
+    assert marker in text, f"{path}: the marker {marker!r} of the tested block is gone"
+    after = text.split(marker, 1)[1]
+    found = re.match(r"[^\n]*\n```python\n(.*?)```", after, flags=re.S)
+    assert found, f"{path}: no ```python block right after {marker!r}"
+    return found.group(1)
+
+
+def test_sagemaker_guide_python_block_runs_as_printed(aws, monkeypatch, capsys):
+    """docs/sagemaker.md's first Python block, with the variables the guide exports, submits
+    through the real SDK the job it describes (moto answers)."""
+    session, role = aws
+    block = doc_block(ROOT / "docs" / "sagemaker.md", DOC_MARKER)
+    assert 'TrainerConfig.from_yaml("examples/configs/sagemaker_pretrain_base.yaml")' in block
+    for var, value in {
+        "ALBERTKIT_SM_BUCKET": BUCKET,
+        "ALBERTKIT_SM_ROLE_ARN": role,
+        "ALBERTKIT_SM_OUTPUT_PATH": f"s3://{BUCKET}/jobs",
+        "ALBERTKIT_SM_IMAGE_URI": IMAGE,
+        "ALBERTKIT_SM_SUBNETS": NET["subnets"][0],
+        "ALBERTKIT_SM_SECURITY_GROUP_IDS": NET["security_group_ids"][0],
+    }.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.chdir(ROOT)  # the guide's paths are relative to the repository
+    namespace: dict = {}
+    exec(compile(block, "docs/sagemaker.md", "exec"), namespace)  # noqa: S102 - our own docs
+    job = namespace["job"]
+    assert job.job_name and job.job_name.startswith("albert-base-pretrain-")
+    printed = capsys.readouterr().out  # print(job.plan()): the request, checkpoints included
+    assert "'TrainingJobName'" in printed and "'CheckpointConfig'" in printed
+
+    request = job.submitted_request
+    assert request == job.plan(job_name=job.job_name)
+    assert request["RoleArn"] == role
+    assert request["AlgorithmSpecification"]["TrainingImage"] == IMAGE
+    assert request["ResourceConfig"] == {
+        "InstanceType": "ml.p4d.24xlarge", "InstanceCount": 8, "VolumeSizeInGB": 200}
+    assert request["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/jobs"
+    assert request["VpcConfig"] == {
+        "SecurityGroupIds": NET["security_group_ids"], "Subnets": NET["subnets"]}
+    assert request["EnableManagedSpotTraining"] is True
+    # the run's own checkpoint prefix, under the output path; TensorBoard in the bucket
+    assert re.fullmatch(rf"s3://{BUCKET}/jobs/checkpoints/albert-base-pretrain-[0-9a-f]{{8}}",
+                        request["CheckpointConfig"]["S3Uri"])
+    assert request["TensorBoardOutputConfig"]["S3OutputPath"] == (
+        f"s3://{BUCKET}/tensorboard/albert-base-run-1")
+    channels = {c["ChannelName"]: c for c in request["InputDataConfig"]}
+    assert set(channels) == {"train", "code", "sm_drivers"}
+    code = channels["code"]["DataSource"]["S3DataSource"]["S3Uri"]
+    assert code.startswith(f"s3://{BUCKET}/jobs/albert-base-pretrain/{job.job_name}/")
+    assert s3_keys(session, code.removeprefix(f"s3://{BUCKET}/"))  # the source was uploaded
+    stored = session.client("sagemaker").describe_training_job(TrainingJobName=job.job_name)
+    assert stored["RoleArn"] == role and stored["ResourceConfig"]["InstanceCount"] == 8
+    assert stored["CheckpointConfig"] == request["CheckpointConfig"]

@@ -8,8 +8,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from albertkit.config import ConfigError
-from albertkit.sagemaker.defaults import load_launch_config
+from albertkit.config import ConfigError, TrainerConfig
 from albertkit.sagemaker.submit import to_sagemaker
 
 
@@ -39,10 +38,12 @@ def add_launch_parser(
 
 
 def run_launch(args: argparse.Namespace) -> int:
-    """``albertkit launch``: dry run prints ``plan()`` as JSON; otherwise submit."""
+    """``albertkit launch``: dry run prints ``plan()`` as JSON; otherwise submit. The job's
+    settings are resolved as in Python (``to_sagemaker``): ``--set sagemaker.X`` (it lands
+    in the config's section) over the file's section over ``ALBERTKIT_SM_*``."""
     try:
-        cfg = load_launch_config(args.config, args.overrides, args.sagemaker_env_defaults)
-        job = to_sagemaker(cfg)
+        cfg = TrainerConfig.from_yaml(args.config, args.overrides)
+        job = to_sagemaker(cfg, env_defaults=args.sagemaker_env_defaults)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -445,6 +445,12 @@ class CheckpointConfig(Section):
         description="When checkpoints exist but none verifies, move them to "
         "checkpoints/damaged/ and start from step 0 (default: refuse with an error).",
     )
+    allow_config_change: StrictBool = Field(
+        False,
+        description="Resume even though training settings (model, optimizer, data, precision, "
+        "...) differ from run_dir/config.yaml, continuing with the new ones; default: refuse, "
+        "naming each field. Seed, batch sizes and replica count can never change on resume.",
+    )
 
 
 class MlflowConfig(Section):

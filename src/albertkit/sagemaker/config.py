@@ -6,8 +6,8 @@ YAML file that was debugged locally also describes the cloud job. Everything her
 checked without any AWS call: combinations SageMaker would refuse (or accept and then fail
 on hours later) are refused with a message that names the field and the value.
 
-Nothing here reads the environment; ``albertkit launch`` takes defaults from environment
-variables through ``albertkit.sagemaker.defaults.sagemaker_defaults_from_env``.
+Nothing here reads the environment; ``albertkit launch`` and ``to_sagemaker`` take defaults
+from ``ALBERTKIT_SM_*`` variables through ``albertkit.sagemaker.defaults`` (one resolver).
 
 Example:
     >>> cfg = SageMakerConfig(
@@ -59,6 +59,8 @@ SECTION_DESCRIPTION = (
     "SageMaker job settings (albertkit launch, to_sagemaker); unused by local runs."
 )
 
+# checkpoint_s3_uri's value for "the run's own prefix" (albertkit.sagemaker.plan derives it)
+AUTO_CHECKPOINT_URI = "auto"
 BUCKET_PLACEHOLDER = "{bucket}"  # stands for SageMakerConfig.bucket in any other value
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
@@ -288,7 +290,8 @@ class SageMakerConfig(Section):
     )
     spot: bool = Field(
         False,
-        description="Managed spot training; needs checkpoint_s3_uri and max_wait_seconds.",
+        description="Managed spot training; needs max_wait_seconds, and checkpoints synced to "
+        "S3 (checkpoint_s3_uri, by default the run's own prefix).",
     )
     max_wait_seconds: int | None = Field(
         None,
@@ -333,7 +336,8 @@ class SageMakerConfig(Section):
     checkpoint_s3_uri: str | None = Field(
         None,
         description="S3 prefix that checkpoint_local_path is synced to and restored from (a "
-        "restarted job resumes); required for spot; null = no sync.",
+        "restarted job resumes); 'auto' = the run's own prefix, output_path/checkpoints/"
+        "<base_job_name>-<hash of the training settings>; null = auto with spot, else no sync.",
     )
     checkpoint_local_path: str = Field(
         "/opt/ml/checkpoints",
@@ -421,6 +425,8 @@ class SageMakerConfig(Section):
     @field_validator("output_path", "checkpoint_s3_uri", "tensorboard_s3_uri")
     @classmethod
     def _s3(cls, v: str | None, info) -> str | None:
+        if info.field_name == "checkpoint_s3_uri" and v == AUTO_CHECKPOINT_URI:
+            return v
         return _check_s3(info.field_name, v)
 
     @field_validator("mlflow_tracking_uri")
@@ -569,11 +575,6 @@ class SageMakerConfig(Section):
                 "set subnets (in the file system's availability zone) and security_group_ids"
             )
         if self.spot:
-            if self.checkpoint_s3_uri is None:
-                raise ValueError(
-                    "spot=true needs checkpoint_s3_uri: without checkpoints synced to S3 an "
-                    "interrupted spot job restarts from step 0"
-                )
             if self.max_wait_seconds is None:
                 raise ValueError(
                     f"spot=true needs max_wait_seconds (>= max_run_seconds={self.max_run_seconds}):"

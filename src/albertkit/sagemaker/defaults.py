@@ -1,9 +1,30 @@
-"""Defaults for the ``sagemaker:`` section from the environment, and loading a launch config.
+"""The SageMaker settings of a job, resolved in one place for the CLI and for Python.
 
-``albertkit launch`` (and ``albertkit config show``) pass ``os.environ`` to
-:func:`sagemaker_defaults_from_env`: the infra stack's outputs (``ALBERTKIT_SM_BUCKET``,
-``ALBERTKIT_SM_ROLE_ARN``, ...) become defaults under the config's ``sagemaker:`` section,
-which the config file and ``--set`` override. Configs themselves never read the environment.
+:func:`resolve_sagemaker_config` is the one resolver: ``albertkit launch`` (through
+:func:`albertkit.sagemaker.submit.to_sagemaker`), ``albertkit config show`` (through
+:func:`load_launch_config`), ``to_sagemaker(cfg, **overrides)`` and
+``AlbertTrainer(cfg).to_sagemaker(**overrides)`` all call it. A field's value comes from, in
+this order (the first that sets it wins):
+
+1. explicit overrides: ``to_sagemaker(cfg, instance_count=8)`` in Python; on the command
+   line ``--set sagemaker.instance_count=8``, which lands in the config's section;
+2. the config's ``sagemaker:`` section;
+3. the ``ALBERTKIT_SM_*`` environment variables (the infra stack's outputs:
+   ``ALBERTKIT_SM_BUCKET``, ``ALBERTKIT_SM_ROLE_ARN``, ...), read by
+   :func:`sagemaker_defaults_from_env` at the edges only (the CLI; ``to_sagemaker`` when it
+   is not handed ``env_defaults``);
+4. the built-in defaults of :class:`~albertkit.sagemaker.config.SageMakerConfig`.
+
+Configs themselves never read the environment.
+
+Example:
+    >>> cfg = TrainerConfig.from_dict({"data": {"kind": "synthetic"}, "sagemaker": {
+    ...     "instance_type": "ml.g5.xlarge", "checkpoint_s3_uri": "s3://{bucket}/c/run-1"}})
+    >>> env = sagemaker_defaults_from_env({"ALBERTKIT_SM_BUCKET": "my-bucket",
+    ...                                    "ALBERTKIT_SM_INSTANCE_TYPE": "ml.g5.2xlarge"})
+    >>> sm = resolve_sagemaker_config(cfg, {"volume_size_gb": 50}, env)
+    >>> sm.instance_type, sm.volume_size_gb, sm.checkpoint_s3_uri
+    ('ml.g5.xlarge', 50, 's3://my-bucket/c/run-1')
 """
 
 from __future__ import annotations
@@ -12,8 +33,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from albertkit.config import ConfigError, TrainerConfig, apply_overrides
-from albertkit.fileio import load_yaml
+from pydantic import ValidationError
+
+from albertkit.config import ConfigError, TrainerConfig
+from albertkit.sagemaker.config import SECTION, SageMakerConfig
 
 _ENV_FIELDS: dict[str, tuple[str, str]] = {
     "ALBERTKIT_SM_BUCKET": ("bucket", "str"),
@@ -48,14 +71,50 @@ def sagemaker_defaults_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def resolve_sagemaker_config(
+    config: TrainerConfig,
+    overrides: Mapping[str, Any] | None = None,
+    env_defaults: Mapping[str, Any] | None = None,
+) -> SageMakerConfig:
+    """The validated SageMaker settings of ``config``: ``overrides`` over its ``sagemaker:``
+    section over ``env_defaults`` (:func:`sagemaker_defaults_from_env`) over the built-in
+    defaults, field by field. ``distribution`` defaults to the config's
+    ``distributed.backend`` when that is not ``single``.
+
+    Raises ``ConfigError`` naming every field that is wrong, before any AWS call.
+    """
+    merged = {
+        **dict(env_defaults or {}),
+        **(config.plugin_section(SECTION) or {}),
+        **dict(overrides or {}),
+    }
+    if merged.get("distribution") is None and config.distributed.backend != "single":
+        # The training config already names the backend: run it that way on SageMaker too.
+        merged["distribution"] = {"kind": config.distributed.backend}
+    try:
+        return SageMakerConfig.model_validate(merged)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "<root>"
+            got = err.get("input")
+            shown = "" if isinstance(got, dict) else f" (got {got!r})"
+            lines.append(f"  sagemaker.{where}: {err['msg'].removeprefix('Value error, ')}{shown}")
+        raise ConfigError("invalid SageMaker settings:\n" + "\n".join(lines)) from None
+
+
 def load_launch_config(
     path: str | Path, overrides: list[str], env_defaults: Mapping[str, Any] | None = None
 ) -> TrainerConfig:
-    """Read a YAML config with environment defaults under its ``sagemaker`` section."""
-    path = Path(path)
-    raw = load_yaml(path)
-    section = raw.get("sagemaker") or {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"{path}: sagemaker must be a mapping")
-    raw["sagemaker"] = {**dict(env_defaults or {}), **section}
-    return TrainerConfig.from_dict(apply_overrides(raw, overrides), source=str(path))
+    """Read a YAML config (``overrides``: ``--set`` items) with its ``sagemaker`` section
+    resolved by :func:`resolve_sagemaker_config` (environment defaults filled in), as
+    ``albertkit launch`` sees it."""
+    cfg = TrainerConfig.from_yaml(path, overrides)
+    if cfg.plugin_section(SECTION) is None and not env_defaults:
+        return cfg
+    try:
+        sm = resolve_sagemaker_config(cfg, env_defaults=env_defaults)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    raw = {**cfg.to_dict(), SECTION: sm.model_dump(mode="json", exclude_unset=True)}
+    return TrainerConfig.from_dict(raw, source=str(path))

@@ -11,6 +11,10 @@ named by their config path with ``__`` for ``.`` (``optimizer__learning_rate``),
 job can sweep them, the SDK's driver can export them as shell variables, and nothing secret
 ends up in the request. The container side is ``albertkit.sagemaker.entrypoint``.
 
+Checkpoints: a spot job without ``checkpoint_s3_uri`` (or any job with ``auto``) syncs them
+to the run's own prefix, ``<output_path>/checkpoints/<run name>`` (:func:`run_name`: the job
+name prefix and a hash of the training settings), which ``plan()`` shows.
+
 Example:
     >>> from albertkit import TrainerConfig
     >>> from albertkit.sagemaker.submit import to_sagemaker
@@ -38,11 +42,16 @@ from albertkit.config import ConfigError, TrainerConfig
 from albertkit.fileio import atomic_write_text
 from albertkit.hardware import instance_spec
 from albertkit.sagemaker.cluster import CLUSTER_MODULE
-from albertkit.sagemaker.config import CONFIG_HYPERPARAMETER, SageMakerConfig
+from albertkit.sagemaker.config import (
+    AUTO_CHECKPOINT_URI,
+    CONFIG_HYPERPARAMETER,
+    SageMakerConfig,
+)
 from albertkit.sagemaker.entry_script import ENTRY_SCRIPT, ENTRY_SCRIPT_TEXT
 from albertkit.sagemaker.mpi_driver import DRIVER_SCRIPT, SSH_KEY_DIR, write_job_ssh_key
 from albertkit.sagemaker.wire import hyperparameter_key, hyperparameter_text
 from albertkit.tasks import TASK_NAMES, task_class
+from albertkit.training.config_change import settings_fingerprint
 
 # Names inside the uploaded source directory (the SDK's "code" channel).
 CONFIG_FILE = "albertkit_config.json"
@@ -172,6 +181,11 @@ def check_job(trainer_config: TrainerConfig, sm: SageMakerConfig) -> None:
         if getattr(sm, field) is None:
             env = f"ALBERTKIT_SM_{field.upper()}"
             problems.append(f"sagemaker.{field} is not set (config file, --set, or ${env})")
+    if sm.spot and sm.checkpoint_s3_uri is None and sm.output_path is None:
+        problems.append(
+            "spot=true needs checkpoint_s3_uri: without checkpoints synced to S3 an interrupted "
+            "spot job restarts from step 0 (set it, or sagemaker.output_path, under which the "
+            "run gets its own prefix)")
 
     raw = trainer_config.model_dump(mode="json")
     for key in sm.hyperparameters:
@@ -223,6 +237,47 @@ def check_job(trainer_config: TrainerConfig, sm: SageMakerConfig) -> None:
         raise ConfigError("SageMaker job refused:\n  " + "\n  ".join(problems))
 
 
+def job_config(trainer_config: TrainerConfig, sm: SageMakerConfig) -> TrainerConfig:
+    """The training config the job runs, as far as it is known before submission: the
+    transported config with the hyperparameter overrides applied (in the container its data
+    paths are then rewritten to the channels and ``run_dir`` becomes the checkpoint
+    directory, both of which a resume may change)."""
+    cfg = transported_config(trainer_config, sm)
+    if not sm.hyperparameters:
+        return cfg
+    overrides = [f"{k}={hyperparameter_text(v)}" for k, v in sm.hyperparameters.items()]
+    return TrainerConfig.from_dict(cfg.to_dict(), overrides, "sagemaker.hyperparameters")
+
+
+def run_name(trainer_config: TrainerConfig, sm: SageMakerConfig) -> str:
+    """The name of the run a job continues: ``<base_job_name>-<8 hex digits>``, the digits a
+    hash of the training settings a resume compares (model, optimizer, data, seed, batch
+    sizes, precision, ...: ``albertkit.training.config_change``) and of the replica count.
+
+    A job of the same config submitted again (after ``max_run_seconds``, a failure, a stop)
+    gets the same name, so it finds the run's checkpoints; a variant (another learning rate,
+    another instance count) gets its own. Raising ``runtime.max_steps``, evaluation, logging
+    and checkpoint settings, and data paths keep the name, as they keep a local resume.
+    """
+    digest = settings_fingerprint(job_config(trainer_config, sm), replicas=sm.replicas)
+    return f"{sm.base_job_name.replace('_', '-')}-{digest}"
+
+
+def run_checkpoint_uri(trainer_config: TrainerConfig, sm: SageMakerConfig) -> str:
+    """The run's own checkpoint prefix: ``<output_path>/checkpoints/<run name>``."""
+    return f"{sm.output_path.rstrip('/')}/checkpoints/{run_name(trainer_config, sm)}"
+
+
+def with_checkpoint_prefix(trainer_config: TrainerConfig, sm: SageMakerConfig) -> SageMakerConfig:
+    """``sm`` with ``checkpoint_s3_uri`` filled in: the run's own prefix
+    (:func:`run_checkpoint_uri`) when it says ``auto``, or is unset in a spot job (which must
+    sync checkpoints); an explicit URI, or none for an on-demand job, is kept."""
+    uri = sm.checkpoint_s3_uri
+    if uri == AUTO_CHECKPOINT_URI or (uri is None and sm.spot):
+        return sm.model_copy(update={"checkpoint_s3_uri": run_checkpoint_uri(trainer_config, sm)})
+    return sm
+
+
 def transported_config(trainer_config: TrainerConfig, sm: SageMakerConfig) -> TrainerConfig:
     """The config that travels as JSON: this SageMaker section, its distribution backend."""
     raw = trainer_config.to_dict()
@@ -245,6 +300,7 @@ class JobPlan:
 
     def __init__(self, trainer_config: TrainerConfig, sagemaker_config: SageMakerConfig):
         check_job(trainer_config, sagemaker_config)
+        sagemaker_config = with_checkpoint_prefix(trainer_config, sagemaker_config)
         self.sagemaker_config = sagemaker_config
         self.trainer_config = transported_config(trainer_config, sagemaker_config)
 

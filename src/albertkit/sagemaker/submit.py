@@ -35,16 +35,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config import TrainerConfig
 from albertkit.sagemaker.config import SageMakerConfig
+from albertkit.sagemaker.defaults import resolve_sagemaker_config, sagemaker_defaults_from_env
 from albertkit.sagemaker.entry_script import ENTRY_SCRIPT
 from albertkit.sagemaker.mpi_driver import DRIVER_SCRIPT
 from albertkit.sagemaker.plan import JobPlan
@@ -340,25 +340,21 @@ def attach(job_name: str, boto_session=None) -> TrainingJobHandle:
     return TrainingJobHandle(job_name, boto_session)
 
 
-def to_sagemaker(config: TrainerConfig, **overrides: Any) -> SageMakerJob:
-    """The SageMaker job for ``config``: its ``sagemaker:`` section updated by ``overrides``
-    (``instance_type="ml.p4d.24xlarge"``, ``instance_count=8``, ``spot=True``, ...).
+def to_sagemaker(
+    config: TrainerConfig, *, env_defaults: Mapping[str, Any] | None = None, **overrides: Any
+) -> SageMakerJob:
+    """The SageMaker job for ``config``: ``overrides`` (``instance_type="ml.p4d.24xlarge"``,
+    ``instance_count=8``, ``spot=True``, ...) over its ``sagemaker:`` section over the
+    ``ALBERTKIT_SM_*`` environment defaults over the built-in ones, resolved by
+    :func:`albertkit.sagemaker.defaults.resolve_sagemaker_config` exactly as for
+    ``albertkit launch``.
+
+    ``env_defaults``: the environment's defaults as
+    :func:`~albertkit.sagemaker.defaults.sagemaker_defaults_from_env` returns them; None (the
+    default) reads them from ``os.environ`` here, ``{}`` ignores the environment.
 
     Raises ``ConfigError`` naming every field that is wrong, before any AWS call.
     """
-    section = SageMakerConfig.from_trainer_config(config)
-    base = section.model_dump(exclude_unset=True) if section else {}
-    merged = {**base, **overrides}
-    if merged.get("distribution") is None and config.distributed.backend != "single":
-        # The training config already names the backend: run it that way on SageMaker too.
-        merged["distribution"] = {"kind": config.distributed.backend}
-    try:
-        sm = SageMakerConfig.model_validate(merged)
-    except ValidationError as e:
-        lines = [
-            f"  sagemaker.{'.'.join(str(p) for p in err['loc']) or '<root>'}: "
-            f"{err['msg'].removeprefix('Value error, ')}"
-            for err in e.errors()
-        ]
-        raise ConfigError("invalid SageMaker settings:\n" + "\n".join(lines)) from None
-    return SageMakerJob(config, sm)
+    if env_defaults is None:
+        env_defaults = sagemaker_defaults_from_env(os.environ)  # the Python edge reads it here
+    return SageMakerJob(config, resolve_sagemaker_config(config, overrides, env_defaults))

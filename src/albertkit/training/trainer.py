@@ -52,6 +52,7 @@ from albertkit.training.checkpoint import (
     RunDirLock,
     parse_checkpoint_choice,
 )
+from albertkit.training.config_change import check_resumable
 from albertkit.training.hooks import (
     Checkpointing,
     EvalAndBest,
@@ -129,7 +130,11 @@ class AlbertTrainer:
             run.logger.close()
 
     def to_sagemaker(self, **overrides: Any):
-        """A SageMaker job for this config; ``.plan()`` builds the request, ``.fit()`` submits."""
+        """A SageMaker job for this config; ``.plan()`` builds the request, ``.fit()`` submits.
+
+        Its settings are resolved as ``albertkit launch`` resolves them: ``overrides`` over
+        the config's ``sagemaker:`` section over the ``ALBERTKIT_SM_*`` environment over the
+        built-in defaults (:func:`albertkit.sagemaker.submit.to_sagemaker`)."""
         from albertkit.sagemaker.submit import to_sagemaker
 
         return to_sagemaker(self.config, **overrides)
@@ -180,7 +185,7 @@ class AlbertTrainer:
             self._refuse_foreign_checkpoints(run)
         # a checkpoint named explicitly (evaluate/export) is loaded even with resume=false
         resumed = ((cfg.checkpoint.resume or checkpoint != NEWEST)
-                   and self._restore(run, is_chief and for_training, checkpoint))
+                   and self._restore(run, is_chief and for_training, checkpoint, for_training))
         if is_chief and for_training:
             # the steps after the checkpoint are trained again: their old records go
             logger.roll_back(run.state.start_step)
@@ -228,7 +233,8 @@ class AlbertTrainer:
                 "run's or the other's; use a new run_dir (model.load_from=<old run_dir> "
                 "starts from its weights) or resume")
 
-    def _restore(self, run: Run, writer: bool, checkpoint: str | int = NEWEST) -> bool:
+    def _restore(self, run: Run, writer: bool, checkpoint: str | int = NEWEST,
+                 training: bool = False) -> bool:
         if checkpoint != NEWEST:  # evaluate/export of the best or of one step
             ckpt = run.checkpoint_manager.select(checkpoint)
         else:
@@ -253,6 +259,8 @@ class AlbertTrainer:
                 f"{ckpt.path}: cannot resume exactly, the run changed since this checkpoint "
                 f"(checkpoint vs now: {changed}); restore those settings, or start a new "
                 "run_dir with model.load_from pointing at this run")
+        if training:  # config.yaml is still the checkpointed run's: this run writes it later
+            check_resumable(self.run_dir, self.config, ckpt.path)
         run.state.restore(ckpt)  # first: it refuses a data position newer than this albertkit
         run.checkpoint_manager.restore(ckpt, run.groups())
         log.info("resumed from %s (step %d)", ckpt.path, ckpt.step)
