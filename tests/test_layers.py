@@ -1,7 +1,7 @@
 """The import-layer contract: albertkit's packages import one way, bottom to top.
 
-    errors, fileio, hardware, tfstart, _lazy -> config -> models, optimizers, data -> distributed -> tasks
-    -> training -> sagemaker, perf, report -> cli
+    errors, fileio, hardware, tfstart, _lazy -> config -> models, optimizers, data -> distributed
+    -> tasks -> training -> sagemaker, perf, report, doctor -> cli
 
 A module may import from its own layer or a lower one, never from a higher one; lazy imports
 inside functions count too. Three exemptions, all deliberate: the package root re-exports the
@@ -28,7 +28,7 @@ LAYERS: dict[str, int] = {
     "distributed": 3,
     "tasks": 4,
     "training": 5,
-    "sagemaker": 6, "perf": 6, "report": 6,
+    "sagemaker": 6, "perf": 6, "report": 6, "doctor": 6,
     "cli": 7,
 }
 EXEMPT = {

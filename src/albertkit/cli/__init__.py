@@ -17,6 +17,7 @@ import sys
 from albertkit import __version__
 from albertkit.cli.config import add_config_parser
 from albertkit.cli.data import add_prepare_data_parser, add_train_tokenizer_parser
+from albertkit.cli.doctor import add_doctor_parser
 from albertkit.cli.finetune import add_evaluate_squad_parser, add_finetune_parser
 from albertkit.cli.train import (
     add_demo_parser,
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_demo_parser(sub)
     add_evaluate_parser(sub)
     add_export_parser(sub)
+    add_doctor_parser(sub)
     _add_optional_commands(sub)
     return parser
 

@@ -1,9 +1,10 @@
 """Data-parallel backends behind one :class:`~albertkit.distributed.base.Distributor` interface.
 
 ``build_distributor(cfg.distributed)`` returns the backend the config names. Horovod and
-the multi-worker strategy are imported only when chosen. ``launch_local(cli_command(argv),
-nproc, backend)`` runs an ``albertkit`` command as ``nproc`` cooperating local processes
-(what ``--nproc`` does).
+the multi-worker strategy are imported only when chosen. Where a process sits in its job
+(TF_CONFIG, a Slurm step, or alone) is decided in :mod:`albertkit.distributed.cluster`.
+``launch_local(cli_command(argv), nproc, backend)`` runs an ``albertkit`` command as
+``nproc`` cooperating local processes (what ``--nproc`` does).
 """
 
 from __future__ import annotations
@@ -11,9 +12,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from albertkit.config import DistributedConfig
+from albertkit.config import ConfigError, DistributedConfig
 from albertkit.distributed.base import Distributor
+from albertkit.distributed.cluster import cluster_from_environ
 from albertkit.distributed.launch import cli_command, launch_local
+
+HOROVOD_UNDER_SRUN = (
+    "Horovod under Slurm takes its ranks from MPI: start it with `srun --mpi=pmix` (or "
+    "--mpi=pmi2, whichever `srun --mpi=list` offers and Open MPI was built with), with "
+    "Horovod built with MPI (horovod.tensorflow.mpi_built()); or start it with horovodrun "
+    "from a single task. See docs/slurm.md"
+)
 
 
 def build_distributor(cfg: DistributedConfig, environ: Mapping[str, str] | None = None
@@ -22,10 +31,15 @@ def build_distributor(cfg: DistributedConfig, environ: Mapping[str, str] | None 
 
     ``environ`` (default ``os.environ``) is where a launched process learns its place in
     the job: ``TF_CONFIG`` for ``tf_multiworker`` (on SageMaker the entry point writes it
-    from the host list); Horovod reads its own variables set by horovodrun/mpirun.
-    Build it before any other TensorFlow work (GPU pinning, collective setup).
+    from the host list; in a Slurm step without it, it is built from the allocation);
+    Horovod reads its own variables set by horovodrun/mpirun, or MPI's under
+    ``srun --mpi=pmix``. In a Slurm step of several tasks where Horovod sees another number
+    of processes (``srun`` without ``--mpi``), every task stops with a ConfigError saying
+    how to start it. Build it before any other TensorFlow work (GPU pinning, collective
+    setup).
     """
     backend = cfg.backend
+    environ = os.environ if environ is None else environ
     if backend == "single":
         from albertkit.distributed.single import SingleProcess
 
@@ -33,14 +47,18 @@ def build_distributor(cfg: DistributedConfig, environ: Mapping[str, str] | None 
     if backend == "horovod":
         from albertkit.distributed.horovod import HorovodDistributor
 
-        return HorovodDistributor(fp16_compression=cfg.fp16_compression)
+        dist = HorovodDistributor(fp16_compression=cfg.fp16_compression)
+        step = cluster_from_environ(environ)
+        if step.source == "slurm" and step.world_size > 1 and dist.size != step.world_size:
+            raise ConfigError(f"this Slurm step has {step.world_size} tasks but Horovod sees "
+                              f"{dist.size} process(es). {HOROVOD_UNDER_SRUN}")
+        return dist
     if backend == "tf_multiworker":
         from albertkit.distributed.multiworker import (
             MultiWorkerDistributor,
             tf_config_from_environ,
         )
 
-        environ = os.environ if environ is None else environ
         return MultiWorkerDistributor(tf_config_from_environ(environ),
                                       fp16_compression=cfg.fp16_compression)
     raise ValueError(f"distributed.backend={backend!r} is not one of single, horovod, "

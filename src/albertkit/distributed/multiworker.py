@@ -10,22 +10,26 @@ reductions it calls (:meth:`reduce_mean`, :meth:`reduce_sum`) are replica-contex
 all-reduces. They sit outside the XLA-compiled gradient function because XLA cannot
 compile collectives on CPU.
 
-The cluster comes from ``TF_CONFIG`` only (:func:`tf_config_from_environ`, a pure
-function); the launchers write it (``albertkit.sagemaker.entrypoint`` translates SageMaker's
-host list into it).
+The cluster comes from ``TF_CONFIG`` (:func:`tf_config_from_environ`, a pure function in
+:mod:`albertkit.distributed.cluster`): the launchers write it (``albertkit.sagemaker.entrypoint``
+translates SageMaker's host list into it); in a Slurm job step without one it is built from
+the allocation.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import json  # noqa: F401 - the class example uses it
 import logging
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import tensorflow as tf
 
-from albertkit.config import ConfigError
+from albertkit.distributed.cluster import (  # noqa: F401 - re-exported, the backend's API
+    cluster_position,
+    tf_config_from_environ,
+    validate_tf_config,
+)
 from albertkit.distributed.compression import compress_for_mean, decompress_mean
 
 log = logging.getLogger("albertkit")
@@ -35,67 +39,7 @@ PACK_BYTES = 32 * 1024 * 1024  # gradients are packed into ~32 MiB chunks per al
 Communication = Literal["auto", "ring", "nccl"]
 
 
-# ============================================================================ TF_CONFIG
-def validate_tf_config(tf_config: Any, source: str = "TF_CONFIG") -> dict[str, Any]:
-    """Check the TF_CONFIG shape MultiWorkerMirroredStrategy needs; errors name ``source``."""
-    if not isinstance(tf_config, dict):
-        raise ConfigError(f"{source}: must be a JSON object, got {type(tf_config).__name__}")
-    cluster, task = tf_config.get("cluster"), tf_config.get("task")
-    if not isinstance(cluster, dict) or not cluster:
-        raise ConfigError(f"{source}: 'cluster' must map job names to address lists, "
-                          f"got {cluster!r}")
-    unknown = sorted(set(cluster) - {"chief", "worker"})
-    if unknown:
-        raise ConfigError(f"{source}: cluster jobs {unknown} are not supported by "
-                          "MultiWorkerMirroredStrategy (only 'chief' and 'worker')")
-    for job, addresses in cluster.items():
-        if not isinstance(addresses, list) or not addresses or not all(
-                isinstance(a, str) and ":" in a for a in addresses):
-            raise ConfigError(f"{source}: cluster.{job} must be a non-empty list of "
-                              f"'host:port' strings, got {addresses!r}")
-    if len(cluster.get("chief", [])) > 1:
-        raise ConfigError(f"{source}: at most one chief, got {cluster['chief']!r}")
-    if not isinstance(task, dict) or task.get("type") not in cluster:
-        raise ConfigError(f"{source}: 'task.type' must be one of {sorted(cluster)}, "
-                          f"got {task!r}")
-    index = task.get("index", 0)
-    if not isinstance(index, int) or not 0 <= index < len(cluster[task["type"]]):
-        raise ConfigError(f"{source}: task.index={index!r} is out of range for "
-                          f"{len(cluster[task['type']])} {task['type']} task(s)")
-    return {"cluster": cluster, "task": {"type": task["type"], "index": index}}
-
-
-def tf_config_from_environ(environ: Mapping[str, str]) -> dict[str, Any] | None:
-    """The cluster this process belongs to (from ``TF_CONFIG``), or None for one machine.
-
-    Launchers describe the job in ``TF_CONFIG`` (``albertkit.distributed.launch`` locally,
-    ``albertkit.sagemaker.entrypoint`` from SageMaker's host list); an empty one, or a
-    cluster without members, means no cluster.
-    """
-    raw = environ.get("TF_CONFIG", "").strip()
-    if not raw:
-        return None
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"TF_CONFIG: malformed JSON at line {e.lineno} column {e.colno}: "
-                          f"{e.msg}") from None
-    if parsed == {} or parsed.get("cluster") in (None, {}):
-        return None
-    return validate_tf_config(parsed)
-
-
-def cluster_position(tf_config: dict[str, Any] | None) -> tuple[int, int]:
-    """``(rank, size)`` of this worker: the chief (or worker 0 without a chief) is rank 0."""
-    if tf_config is None:
-        return 0, 1
-    cluster, task = tf_config["cluster"], tf_config["task"]
-    chiefs = len(cluster.get("chief", []))
-    size = chiefs + len(cluster.get("worker", []))
-    rank = 0 if task["type"] == "chief" else chiefs + task["index"]
-    return rank, size
-
-
+# ============================================================================ strategy
 def make_strategy(tf_config: dict[str, Any] | None, communication: Communication = "auto",
                   timeout_seconds: float | None = None
                   ) -> tf.distribute.MultiWorkerMirroredStrategy:

@@ -5,9 +5,14 @@ and "chief" (rank 0) agree everywhere. The container entry point
 (:mod:`albertkit.sagemaker.entrypoint`) and the Horovod launcher
 (:mod:`albertkit.sagemaker.mpi_driver`) both read the cluster here.
 
+The TF_CONFIG layout itself is albertkit's one cluster value,
+:class:`albertkit.distributed.cluster.ClusterInfo` (shared with Slurm and the local launcher).
+
 The MPI driver runs outside albertkit's package, so ``albertkit.sagemaker.plan`` stages a
-copy of this file beside it (``CLUSTER_MODULE``); it therefore imports nothing but the
-standard library and albertkit's error class (when albertkit is installed).
+copy of this file beside it (``CLUSTER_MODULE``); it therefore imports nothing at module
+level but the standard library and albertkit's error class (when albertkit is installed);
+the driver reads only the host list, and ``tf_config`` imports the cluster value when
+called.
 
 Example:
     >>> c = read_sagemaker_cluster({"SM_HOSTS": '["algo-2", "algo-1"]', "SM_CURRENT_HOST": "algo-2"})
@@ -20,12 +25,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:
     from albertkit.errors import ConfigError
 except ImportError:  # pragma: no cover - the staged copy in an image without albertkit
     ConfigError = ValueError  # type: ignore[misc, assignment]
+
+if TYPE_CHECKING:
+    from albertkit.distributed.cluster import ClusterInfo
 
 CLUSTER_MODULE = "albertkit_cluster.py"  # the staged copy's name beside the MPI driver
 DEFAULT_HOSTS = ["algo-1"]  # a container started without SageMaker's variables
@@ -47,15 +55,16 @@ class SageMakerCluster:
     def size(self) -> int:
         return len(self.hosts)
 
+    def cluster_info(self, port: int) -> ClusterInfo:
+        """This host's place as albertkit's cluster value: one worker per host on ``port``."""
+        from albertkit.distributed.cluster import ClusterInfo
+
+        return ClusterInfo.one_per_host(self.hosts, self.current_host, port, source="sagemaker")
+
     def tf_config(self, port: int) -> dict[str, Any] | None:
         """TF_CONFIG for MultiWorkerMirroredStrategy: one worker per host on ``port``, worker
         0 (the chief) the first host in sorted order; None for a single host."""
-        if self.size == 1:
-            return None
-        return {
-            "cluster": {"worker": [f"{h}:{port}" for h in self.hosts]},
-            "task": {"type": "worker", "index": self.rank},
-        }
+        return self.cluster_info(port).tf_config()
 
 
 def read_sagemaker_cluster(

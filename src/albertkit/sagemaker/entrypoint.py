@@ -63,6 +63,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from albertkit.config import ConfigError, TrainerConfig, apply_overrides
+from albertkit.distributed.cluster import launcher_cluster
 from albertkit.errors import GpuDriverError
 from albertkit.fileio import read_json
 from albertkit.sagemaker.cluster import SageMakerCluster, read_sagemaker_cluster
@@ -176,6 +177,7 @@ def read_container_env(
     # the request names overrides optimizer__learning_rate; the config wants the dotted path
     hps = {config_path(k): v for k, v in hps.items()}
 
+    launched = launcher_cluster(environ)
     return ContainerEnv(
         root=root,
         cluster=cluster,
@@ -185,10 +187,10 @@ def read_container_env(
         output_data_dir=path_var("SM_OUTPUT_DATA_DIR", root / "output" / "data"),
         code_dir=path_var("SM_SOURCE_DIR", data_dir / "code"),
         hyperparameters=hps,
-        # Open MPI tells each Horovod process its place; without MPI there is one per host.
-        rank=int(environ.get("OMPI_COMM_WORLD_RANK") or 0),
-        local_rank=int(environ.get("OMPI_COMM_WORLD_LOCAL_RANK") or 0),
-        world_size=int(environ.get("OMPI_COMM_WORLD_SIZE") or 1),
+        # mpirun tells each Horovod process its place; without MPI there is one per host.
+        rank=launched.rank if launched else 0,
+        local_rank=launched.local_rank if launched else 0,
+        world_size=launched.world_size if launched else 1,
     )
 
 

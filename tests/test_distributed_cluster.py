@@ -1,0 +1,238 @@
+"""Where a process sits in its job: Slurm's variables, TF_CONFIG, mpirun/horovodrun.
+
+The Slurm environments below are what Slurm 22.05 gives the tasks of ``srun -N2 -n2`` and
+``srun -N2 -n4`` (measured on a two-node test cluster, scripts/slurm_local_cluster.sh), cut to
+the variables albertkit reads.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from albertkit.config import ConfigError
+from albertkit.distributed.cluster import (
+    DEFAULT_PORT,
+    ClusterInfo,
+    cluster_from_environ,
+    expand_hostlist,
+    expand_tasks_per_node,
+    slurm_cluster,
+    tf_config_from_environ,
+)
+from albertkit.sagemaker.cluster import read_sagemaker_cluster
+
+
+# ------------------------------------------------------------------------ host lists
+@pytest.mark.parametrize(("text", "hosts"), [
+    ("node1", ["node1"]),
+    ("node[1-3,5]", ["node1", "node2", "node3", "node5"]),
+    ("a[01-03,7],b5", ["a01", "a02", "a03", "a7", "b5"]),
+    ("gpu[08-11]", ["gpu08", "gpu09", "gpu10", "gpu11"]),
+    ("x[098-101]", ["x098", "x099", "x100", "x101"]),
+    ("cpu[1-2],gpu[10-11],login", ["cpu1", "cpu2", "gpu10", "gpu11", "login"]),
+    ("r[1-2]n[01-02]", ["r1n01", "r1n02", "r2n01", "r2n02"]),
+    ("n[3]-ib", ["n3-ib"]),
+    ("ip-10-0-[1-2]-7", ["ip-10-0-1-7", "ip-10-0-2-7"]),
+])
+def test_expand_hostlist(text, hosts):
+    assert expand_hostlist(text) == hosts
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("", "empty"),
+    ("a[1-", r"'\[' without '\]'"),
+    ("a]1", r"'\]' without '\['"),
+    ("a[3-1]", "backwards"),
+    ("a[x]", "'x' is not a number"),
+    ("a[]", "'' is not a number"),
+    ("a,,b", "empty entry"),
+    ("a[[1]]", "nested"),
+])
+def test_bad_hostlist_is_named(text, match):
+    with pytest.raises(ConfigError, match=match):
+        expand_hostlist(text)
+
+
+@pytest.mark.parametrize(("text", "counts"), [
+    ("1", [1]), ("2(x3),1", [2, 2, 2, 1]), ("4(x2)", [4, 4]), ("1,3,2", [1, 3, 2]),
+])
+def test_expand_tasks_per_node(text, counts):
+    assert expand_tasks_per_node(text) == counts
+
+
+@pytest.mark.parametrize("text", ["2(3)", "x", "2(x)", ""])
+def test_bad_tasks_per_node_is_named(text):
+    with pytest.raises(ConfigError, match="tasks per node"):
+        expand_tasks_per_node(text)
+
+
+# ------------------------------------------------------------------------ Slurm steps
+def _srun_env(procid: int, nodes: str = "node[1-2]", tasks_per_node: str = "1(x2)",
+              **extra: str) -> dict[str, str]:
+    """The variables of task ``procid`` of ``srun`` with block distribution."""
+    hosts, counts = expand_hostlist(nodes), expand_tasks_per_node(tasks_per_node)
+    node, first = 0, 0
+    while procid >= first + counts[node]:
+        first += counts[node]
+        node += 1
+    env = {"SLURM_JOB_ID": "42", "SLURM_STEP_ID": "0", "SLURM_PROCID": str(procid),
+           "SLURM_LOCALID": str(procid - first), "SLURM_NODEID": str(node),
+           "SLURMD_NODENAME": hosts[node], "SLURM_STEP_NODELIST": nodes,
+           "SLURM_STEP_TASKS_PER_NODE": tasks_per_node, "SLURM_JOB_NODELIST": nodes,
+           "SLURM_TASKS_PER_NODE": tasks_per_node, "SLURM_STEP_NUM_TASKS": str(sum(counts)),
+           "SLURM_NTASKS": str(sum(counts))}
+    env.update(extra)
+    return env
+
+
+def test_two_nodes_one_task_each():
+    configs = [tf_config_from_environ(_srun_env(r)) for r in range(2)]
+    p = DEFAULT_PORT
+    for rank, cfg in enumerate(configs):
+        assert cfg == {"cluster": {"worker": [f"node1:{p}", f"node2:{p + 1}"]},
+                       "task": {"type": "worker", "index": rank}}
+    info = slurm_cluster(_srun_env(1))
+    assert (info.rank, info.world_size, info.local_rank, info.host, info.hosts) == (
+        1, 2, 0, "node2", ("node1", "node2"))
+    assert (info.source, info.job_id, info.is_chief, info.node_rank) == ("slurm", "42", False, 1)
+
+
+def test_two_nodes_two_tasks_each():
+    infos = [slurm_cluster(_srun_env(r, tasks_per_node="2(x2)")) for r in range(4)]
+    p = DEFAULT_PORT
+    workers = [f"node1:{p}", f"node1:{p + 1}", f"node2:{p + 2}", f"node2:{p + 3}"]
+    assert [(i.rank, i.local_rank, i.host) for i in infos] == [
+        (0, 0, "node1"), (1, 1, "node1"), (2, 0, "node2"), (3, 1, "node2")]
+    for rank, info in enumerate(infos):
+        assert info.world_size == 4
+        assert info.tf_config() == {"cluster": {"worker": workers},
+                                    "task": {"type": "worker", "index": rank}}
+    # every worker listens on its own port: nodes sharing one machine do not collide
+    assert len({w.split(":")[1] for w in workers}) == 4
+
+
+def test_uneven_tasks_per_node_and_a_port_of_ones_own():
+    env = _srun_env(3, nodes="gpu[01-02],cpu7", tasks_per_node="2,1(x2)", ALBERTKIT_PORT="30000")
+    info = slurm_cluster(env)
+    assert info.workers == ("gpu01:30000", "gpu01:30001", "gpu02:30002", "cpu7:30003")
+    assert (info.host, info.local_rank, info.worker_index) == ("cpu7", 0, 3)
+
+
+def test_worker_order_is_node_by_node_whatever_the_distribution():
+    # --distribution=cyclic: rank 1 is node2's first task; its worker slot follows node order
+    env = _srun_env(0, tasks_per_node="2(x2)")
+    env.update(SLURM_PROCID="1", SLURM_NODEID="1", SLURMD_NODENAME="node2", SLURM_LOCALID="0")
+    info = slurm_cluster(env)
+    assert (info.rank, info.worker_index) == (1, 2)
+
+
+def test_the_step_layout_wins_over_the_job_allocation():
+    # `srun -N1 -n2` inside a two-node allocation: the step runs on node1 only
+    env = _srun_env(1, nodes="node1", tasks_per_node="2")
+    env.update(SLURM_JOB_NODELIST="node[1-2]", SLURM_TASKS_PER_NODE="2(x2)", SLURM_NTASKS="2")
+    info = slurm_cluster(env)
+    assert info.hosts == ("node1",) and info.world_size == 2
+    assert info.workers == (f"node1:{DEFAULT_PORT}", f"node1:{DEFAULT_PORT + 1}")
+
+
+def test_job_variables_serve_when_the_step_ones_are_missing():
+    env = _srun_env(1)
+    for name in ("SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_NUM_TASKS"):
+        del env[name]
+    assert slurm_cluster(env).workers == (f"node1:{DEFAULT_PORT}", f"node2:{DEFAULT_PORT + 1}")
+
+
+def test_a_batch_script_is_not_a_step():
+    # sbatch -N2 -n4: the script runs once, with SLURM_PROCID=0 but no step
+    env = _srun_env(0, tasks_per_node="2(x2)")
+    for name in ("SLURM_STEP_ID", "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE",
+                 "SLURM_STEP_NUM_TASKS"):
+        del env[name]
+    assert slurm_cluster(env) is None
+    assert tf_config_from_environ(env) is None
+    info = cluster_from_environ(env)
+    assert (info.rank, info.world_size, info.source) == (0, 1, "local")
+
+
+def test_a_step_of_one_task_is_a_job_of_one():
+    env = _srun_env(0, nodes="node1", tasks_per_node="1")
+    assert slurm_cluster(env).world_size == 1
+    assert tf_config_from_environ(env) is None
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    ({"SLURM_STEP_TASKS_PER_NODE": "1(x3)"}, "gives 3 node"),
+    ({"SLURM_STEP_NUM_TASKS": "3"}, "adds up to 2 tasks but the step has 3"),
+    ({"SLURM_PROCID": "2"}, "SLURM_PROCID=2 is out of range"),
+    ({"SLURM_PROCID": "one"}, "SLURM_PROCID='one' is not a whole number"),
+    ({"SLURM_LOCALID": "1"}, "SLURM_LOCALID=1 is out of range"),
+    ({"SLURMD_NODENAME": "", "SLURM_NODEID": "5"}, "SLURM_NODEID=5 is out of range"),
+    ({"SLURM_STEP_NODELIST": "node[1-1],node1"}, "names a node twice"),
+    ({"ALBERTKIT_PORT": "80"}, "ALBERTKIT_PORT=80 is not a port"),
+    ({"ALBERTKIT_PORT": "65535"}, "run past 65535"),
+])
+def test_inconsistent_slurm_variables_are_named(change, match):
+    with pytest.raises(ConfigError, match=match):
+        slurm_cluster({**_srun_env(0), **change})
+
+
+# ------------------------------------------------------------------------ the decision
+def test_tf_config_wins_over_slurm():
+    cfg = {"cluster": {"chief": ["c:1"], "worker": ["w:2", "w:3"]},
+           "task": {"type": "worker", "index": 1}}
+    env = {**_srun_env(0), "TF_CONFIG": json.dumps(cfg)}
+    assert tf_config_from_environ(env) == cfg  # the chief job is kept as given
+    info = cluster_from_environ(env)
+    assert (info.rank, info.world_size, info.local_rank, info.host, info.source) == (
+        2, 3, 1, "w", "tf_config")
+    assert info.hosts == ("c", "w")
+
+
+def test_mpirun_inside_an_allocation_wins_over_slurm():
+    # Open MPI's mpirun starts its daemons with srun: its ranks see a step of 2 daemons
+    env = {**_srun_env(1), "OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "8",
+           "OMPI_COMM_WORLD_LOCAL_RANK": "1"}
+    info = cluster_from_environ(env)
+    assert (info.rank, info.world_size, info.local_rank, info.source) == (5, 8, 1, "mpirun")
+    assert tf_config_from_environ(env) is None
+
+
+def test_horovodrun_gloo_variables():
+    env = {"HOROVOD_RANK": "1", "HOROVOD_SIZE": "2", "HOROVOD_LOCAL_RANK": "1",
+           "HOROVOD_HOSTNAME": "localhost"}
+    info = cluster_from_environ(env)
+    assert (info.rank, info.world_size, info.local_rank, info.host, info.source) == (
+        1, 2, 1, "localhost", "horovodrun")
+
+
+def test_nothing_set_is_a_job_of_one_on_this_machine():
+    info = cluster_from_environ({})
+    assert (info.rank, info.world_size, info.local_rank, info.source) == (0, 1, 0, "local")
+    assert info.hosts == (info.host,) and info.host
+    assert info.tf_config() is None
+
+
+def test_sagemaker_uses_the_same_cluster_value():
+    sm = read_sagemaker_cluster({"SM_HOSTS": '["algo-2", "algo-1"]', "SM_CURRENT_HOST": "algo-2"})
+    info = sm.cluster_info(2222)
+    assert info == ClusterInfo.one_per_host(["algo-1", "algo-2"], "algo-2", 2222,
+                                            source="sagemaker")
+    assert sm.tf_config(2222) == info.tf_config() == {
+        "cluster": {"worker": ["algo-1:2222", "algo-2:2222"]},
+        "task": {"type": "worker", "index": 1}}
+
+
+# ------------------------------------------------------------------------ Horovod
+def test_horovod_in_a_step_without_mpi_stops_with_the_srun_command():
+    from albertkit.config import DistributedConfig
+    from albertkit.distributed import build_distributor
+
+    # without --mpi each task initialises Horovod alone: size 1 in a step of 2
+    with pytest.raises(ConfigError, match=r"2 tasks but Horovod sees 1 .*srun --mpi=pmix"):
+        build_distributor(DistributedConfig(backend="horovod"), _srun_env(0))
+    # a step of one task is fine
+    dist = build_distributor(DistributedConfig(backend="horovod"),
+                             _srun_env(0, nodes="node1", tasks_per_node="1"))
+    assert dist.size == 1
