@@ -203,6 +203,7 @@ class AlbertEncoderLayer(keras.layers.Layer):
     def get_config(self) -> dict[str, Any]:
         return {
             **super().get_config(),
+            "dtype": self.dtype_policy.name,  # as every albertkit model's config holds it
             "spec": self.spec.model_dump(),
             "add_pooling_layer": self.add_pooling_layer,
             "remat": self.encoder.remat,
