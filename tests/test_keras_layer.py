@@ -21,10 +21,10 @@ from albertkit.cli import main
 from albertkit.config import ConfigError
 from albertkit.errors import CheckpointError
 from albertkit.models import AlbertEncoderLayer
-from albertkit.models.albert import AlbertForQuestionAnswering
+from albertkit.models.albert import AlbertForQuestionAnswering, AlbertForSequenceClassification
 from albertkit.training.export import load_run_model
 from albertkit.training.trainer import AlbertTrainer
-from conftest import TINY_SPEC, make_tiny_config
+from conftest import TINY_SPEC, make_tiny_config, tiny_spec_with
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "howto" / "embed-encoder.md"
@@ -133,6 +133,16 @@ def test_from_model_without_a_pooler_warns_or_goes_without(tmp_path):
     assert set(out) == {"sequence_output"}
     expected = np.asarray(qa.albert(x)["sequence_output"])
     assert np.abs(np.asarray(out["sequence_output"]) - expected).max() == 0.0
+
+
+def test_from_model_carries_a_pre_layer_norm_encoder():
+    # pre-LN has no Hugging Face form; its final LayerNorm still comes across
+    model = AlbertForSequenceClassification(tiny_spec_with(pre_layer_norm=True), num_labels=2)
+    model.build_for(seq_length=8)
+    x = batch(vocab=TINY_SPEC.vocab_size)
+    layer = AlbertEncoderLayer.from_model(model)
+    assert layer.encoder.final_layer_norm is not None
+    assert max_diff(numpy(layer(x)), numpy(model.albert(x))) == 0.0
 
 
 # --------------------------------------------------------------------------- the user's model

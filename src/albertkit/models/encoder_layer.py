@@ -47,7 +47,7 @@ def _as_spec(spec: AlbertSpec | Mapping[str, Any] | str) -> AlbertSpec:
                     f"got {type(spec).__name__}")
 
 
-def encoder_inputs(inputs: Any) -> dict[str, Any]:
+def _encoder_inputs(inputs: Any) -> dict[str, Any]:
     """``inputs`` under albertkit's names: a dict with ``input_ids`` and optionally
     ``input_mask`` (or ``attention_mask``) and ``segment_ids`` (or ``token_type_ids``), or a
     single ``input_ids`` tensor."""
@@ -187,10 +187,10 @@ class AlbertEncoderLayer(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs: Any, training: bool | None = None) -> dict[str, Any]:
-        return self.encoder(encoder_inputs(inputs), training=bool(training))
+        return self.encoder(_encoder_inputs(inputs), training=bool(training))
 
     def compute_output_spec(self, inputs: Any, training: bool | None = None) -> dict[str, Any]:
-        ids = encoder_inputs(inputs)["input_ids"]
+        ids = _encoder_inputs(inputs)["input_ids"]
         if len(ids.shape) != 2:
             raise ValueError(f"AlbertEncoderLayer: input_ids must be [batch, length], got "
                              f"shape {tuple(ids.shape)}")
