@@ -36,7 +36,7 @@ class ModelCase:
     ``input_data`` returns outputs of shapes ``output_shape(batch, seq_length)``."""
 
     name: str
-    model_class: type[keras.Model]
+    model_class: type[keras.layers.Layer]  # a model, or AlbertEncoderLayer
     init_kwargs: dict[str, Any]
     input_data: dict[str, np.ndarray]
     output_shape: Callable[[int, int], dict[str, tuple[int, ...]]]

@@ -4,11 +4,13 @@
     -> tasks -> training -> sagemaker, perf, report, doctor -> cli
 
 A module may import from its own layer or a lower one, never from a higher one; lazy imports
-inside functions count too. Three exemptions, all deliberate: the package root re-exports the
-public API; ``AlbertTrainer.to_sagemaker()`` is the one documented convenience that reaches up
-(a lazy import in ``training/trainer.py``); and an optimizer section's ``build()`` constructs
-the optimizer it configures (a lazy import, so that configs stay pluggable tagged unions, each
-with its own ``build()``).
+inside functions count too. Four exemptions, all deliberate: the package root re-exports the
+public API; two documented conveniences reach up, each through one lazy import:
+``AlbertTrainer.to_sagemaker()`` (in ``training/trainer.py``) and
+``AlbertEncoderLayer.from_run()`` (in ``models/encoder_layer.py``, which reads a run through
+``training.export``); and an optimizer section's ``build()`` constructs the optimizer it
+configures (a lazy import, so that configs stay pluggable tagged unions, each with its own
+``build()``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ LAYERS: dict[str, int] = {
 EXEMPT = {
     ("albertkit", "*"),  # the package root re-exports the public API lazily
     ("albertkit.training.trainer", "albertkit.sagemaker"),  # to_sagemaker(), documented
+    ("albertkit.models.encoder_layer", "albertkit.training.export"),  # from_run(), documented
     ("albertkit.config.sections", "albertkit.optimizers"),  # LambConfig.build() and friends
 }
 

@@ -1,8 +1,9 @@
-"""Every ALBERT model (the three heads and the bare encoder) through the checks of
-``model_harness.py``, under each dtype policy and remat mode, without and with XLA.
+"""Every ALBERT model (the three heads, the bare encoder and the encoder as a Keras layer)
+through the checks of ``model_harness.py``, under each dtype policy and remat mode, without
+and with XLA.
 
 The checks without XLA run over the whole product. XLA compiles each model (seconds on a
-CPU), so by default four cases run, chosen to cover every model, policy and remat mode once;
+CPU), so by default five cases run, chosen to cover every model, policy and remat mode once;
 the rest of the product is marked slow.
 """
 
@@ -19,6 +20,7 @@ from albertkit.models.albert import (
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
 )
+from albertkit.models.encoder_layer import AlbertEncoderLayer
 from albertkit.models.options import REMAT_MODES
 from conftest import make_tiny_config
 from model_harness import ModelCase, build_model, check_xla_forward, run_model_test
@@ -60,6 +62,12 @@ CASES = {
     "encoder": _case("encoder", AlbertEncoder,
                      lambda b, t: {"sequence_output": (b, t, H), "pooled_output": (b, H)},
                      float32_outputs=False),
+    # the encoder as a Keras layer for users' models: its inputs are exactly the encoder's
+    "encoder_layer": ModelCase(
+        "encoder_layer", AlbertEncoderLayer, {"spec": SPEC},
+        {k: v for k, v in _input_data().items() if k != "masked_lm_positions"},
+        lambda b, t: {"sequence_output": (b, t, H), "pooled_output": (b, H)},
+        float32_outputs=False),
 }
 REGRESSION = _case("sequence_regression", AlbertForSequenceClassification,
                    lambda b, t: {"logits": (b, 1)}, init={"num_labels": 1})
@@ -70,6 +78,7 @@ XLA_DEFAULT = {
     ("question_answering", "mixed_bfloat16", "selective"),
     ("sequence_classification", "mixed_float16", "full"),
     ("encoder", "mixed_bfloat16", "full"),
+    ("encoder_layer", "float32", "selective"),
 }
 
 

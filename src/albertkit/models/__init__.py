@@ -11,7 +11,9 @@ import Keras and TensorFlow).
 * :mod:`albertkit.models.precision` -- mixed-precision plumbing (shared weights cast once);
 * :mod:`albertkit.models.options` -- ``RematMode`` and the activations fused into kernels;
 * :mod:`albertkit.models.footprint` -- parameter count and training-memory estimate;
-* :mod:`albertkit.models.hf` -- Hugging Face checkpoint import and export.
+* :mod:`albertkit.models.hf` -- Hugging Face checkpoint import and export;
+* :mod:`albertkit.models.encoder_layer` -- the encoder as a Keras layer for your own models
+  (:class:`AlbertEncoderLayer`, importable from here).
 
 The architecture description and the size presets (``AlbertSpec``, ``SIZES``) are in
 :mod:`albertkit.config`.
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
         AlbertForQuestionAnswering,
         AlbertForSequenceClassification,
     )
+    from albertkit.models.encoder_layer import AlbertEncoderLayer
     from albertkit.models.footprint import MemoryEstimate, estimate_memory, parameter_count
     from albertkit.models.hf import (
         HFImportWarning,
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AlbertEncoder",
+    "AlbertEncoderLayer",
     "AlbertForPretraining",
     "AlbertForQuestionAnswering",
     "AlbertForSequenceClassification",
@@ -56,6 +60,7 @@ __all__ = [
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "AlbertEncoder": "albert",
+    "AlbertEncoderLayer": "encoder_layer",
     "AlbertForPretraining": "albert",
     "AlbertForQuestionAnswering": "albert",
     "AlbertForSequenceClassification": "albert",
