@@ -28,6 +28,11 @@ class ConfigError(AlbertkitError, ValueError):
     """A configuration problem, with a message that names the field, value and source."""
 
 
+class PluginError(ConfigError):
+    """A pluggable part that cannot be registered or used (two owners for one name, a plugin
+    that fails to import): the message names the part, the entry point and its distribution."""
+
+
 # --------------------------------------------------------------------------- data
 class CorpusError(AlbertkitError, ValueError):
     """Unreadable input: the message names the file, the line and the setting involved."""
