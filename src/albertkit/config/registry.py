@@ -125,6 +125,10 @@ def register_optimizer(config: type[BaseModel]) -> None:
     kind = _kind_of(config, "optimizer")
     if not callable(getattr(config, "build", None)):
         raise PluginError(f"optimizer {kind!r}: {config.__qualname__} has no build(total_steps)")
+    if not {"clip_norm", "schedule"} <= set(config.model_fields):
+        raise PluginError(f"optimizer {kind!r}: {config.__qualname__} lacks the clip_norm and "
+                          "schedule fields the trainer reads (subclass "
+                          "albertkit.config.sections.OptimizerSection)")
     _submit([Entry("optimizer", kind, config)])
 
 
@@ -137,7 +141,8 @@ def register_size(name: str, spec: Mapping[str, Any]) -> None:
     except ValidationError as e:
         from albertkit.config.validation import first_error
 
-        raise PluginError(f"size {name!r}: {first_error(e)}") from None
+        raise PluginError(f"size {name!r}: {first_error(e).removeprefix('<root>: ')}"
+                          ) from None
     except TypeError as e:
         raise PluginError(f"size {name!r}: {_one_line(e)}") from None
     _submit([Entry("size", name, dict(spec))])

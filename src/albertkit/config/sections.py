@@ -146,6 +146,9 @@ class ScheduleConfig(Section):
 
 
 class _OptimizerBase(Section):
+    """The fields every optimizer section has (the trainer reads ``clip_norm`` and
+    ``schedule``); a plugin's optimizer config subclasses it as ``OptimizerSection``."""
+
     learning_rate: float = Field(
         1e-3, gt=0.0, description="Peak learning rate (reached after warmup)."
     )
@@ -223,6 +226,9 @@ class AdamWConfig(_OptimizerBase):
         )
 
 
+# The base a plugin's optimizer config builds on (with a ``kind`` literal and ``build()``).
+OptimizerSection = _OptimizerBase
+# The built-in kinds (the type checkers' view); a config accepts every registered optimizer.
 OptimizerConfig = Annotated[LambConfig | AdamWConfig, Field(discriminator="kind")]
 
 

@@ -23,11 +23,19 @@ from pydantic import ValidationError
 from albertkit.config.registry import PLUGIN_HINT, union_tags
 from albertkit.errors import ConfigError
 
+
 def _location(err: dict[str, Any], prefix: str, tags: set[str]) -> str:
     # pydantic inserts the tagged unions' kinds into error locations
-    # (``data.synthetic.seq_length``); users wrote ``data.seq_length``.
+    # (``data.synthetic.seq_length``); users wrote ``data.seq_length``. The element after
+    # a kind is a field, even when named like one (``data.rows.rows``).
     parts = [prefix] if prefix else []
-    parts += [str(p) for p in err["loc"] if str(p) not in tags]
+    after_tag = False
+    for p in map(str, err["loc"]):
+        if p in tags and not after_tag:
+            after_tag = True
+            continue
+        parts.append(p)
+        after_tag = False
     return ".".join(parts) or "<root>"
 
 
