@@ -27,7 +27,6 @@ Example:
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -233,6 +232,8 @@ def load_plugins() -> None:
     _ensure_builtins()
     if _REGISTRY.plugins_done:
         return
+    import importlib.metadata  # here, not at import: `import albertkit` stays lean
+
     found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
     for ep in sorted(found, key=lambda ep: ep.name):
         dist = getattr(ep, "dist", None)
