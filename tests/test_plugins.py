@@ -287,3 +287,9 @@ def test_import_albertkit_loads_no_plugin_and_no_tensorflow(tmp_path):
              "TrainerConfig.from_dict({'data': {'kind': 'synthetic'}})")
     subprocess.run([sys.executable, "-c", parse], env=env, check=True)
     assert marker.exists()  # the first parse loads it
+
+
+def test_task_of_kind_finds_a_plugin_s_kind_before_any_parse(fresh_registry):
+    make_distribution(fresh_registry, "albertkit-fakeplug", "fakeplug_view", PLUGIN)
+    assert TASK_OF_KIND.get("rows") == "rows_task"  # what `albertkit report` reads
+    assert TASK_OF_KIND.get("nothing") is None

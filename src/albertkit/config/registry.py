@@ -338,10 +338,14 @@ def plugin_parts(data_kind: str, optimizer_kind: str, size: str) -> list[Entry]:
 
 
 class TaskOfKind(Mapping[str, str]):
-    """Read-only view: data kind -> the task it trains, as registered (``TASK_OF_KIND``)."""
+    """Read-only view: data kind -> the task it trains, as registered (``TASK_OF_KIND``).
+    A kind not registered yet loads the plugins before it counts as unknown."""
 
     def __getitem__(self, kind: str) -> str:
         entry = entries("data kind").get(kind)
+        if entry is None:
+            load_plugins()
+            entry = entries("data kind").get(kind)
         if entry is None:
             raise KeyError(kind)
         return str(entry.task)

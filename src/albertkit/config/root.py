@@ -105,8 +105,7 @@ class TrainerConfig(Section):
         registry.load_plugins()
         changed = False
         for name, category in cls._REGISTERED.items():
-            classes = tuple(registry.entries(category)[k].value
-                            for k in registry.entries(category))
+            classes = tuple(e.value for e in registry.entries(category).values())
             info = cls.__pydantic_fields__[name]
             if typing.get_args(info.annotation) == classes:
                 continue
