@@ -122,6 +122,15 @@ def test_built_ins_are_registered_through_the_registry():
     assert any(ln.split()[:3] == ["optimizer", "lamb", "albertkit"] for ln in lines)
 
 
+def test_the_plugins_command_lists_every_part(capsys):
+    from albertkit.cli import main
+
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 + 5 + 2 + 5 and all(ln.endswith("albertkit (built-in)") for ln in out)
+    assert "data kind  squad (trains squad)" in out[6]
+
+
 # --------------------------------------------------------------------------- a plugin
 def test_a_plugin_s_parts_are_part_of_the_typed_config(fresh_registry):
     make_distribution(fresh_registry, "albertkit-fakeplug", "fakeplug_ok", PLUGIN)
