@@ -21,6 +21,7 @@ from __future__ import annotations
 __all__ = [
     "AlbertkitError",
     "ConfigError",
+    "PluginError",
     "CorpusError",
     "TokenizerError",
     "ProtobufError",
@@ -45,6 +46,11 @@ class AlbertkitError(Exception):
 # --------------------------------------------------------------------------- configuration
 class ConfigError(AlbertkitError, ValueError):
     """A configuration problem, with a message that names the field, value and source."""
+
+
+class PluginError(ConfigError):
+    """A pluggable part that cannot be registered or used (two owners for one name, a plugin
+    that fails to import): the message names the part, the entry point and its distribution."""
 
 
 # --------------------------------------------------------------------------- data

@@ -30,6 +30,13 @@ from albertkit.config.data import (
     TFRecordData,
 )
 from albertkit.config.overrides import apply_overrides
+from albertkit.config.registry import (
+    ENTRY_POINT_GROUP,
+    register_data,
+    register_optimizer,
+    register_size,
+    register_task,
+)
 from albertkit.config.root import PLUGIN_SECTIONS, TrainerConfig
 from albertkit.config.sections import (
     AdamWConfig,
@@ -40,6 +47,7 @@ from albertkit.config.sections import (
     MlflowConfig,
     ModelConfig,
     OptimizerConfig,
+    OptimizerSection,
     ProfileConfig,
     RuntimeConfig,
     ScheduleConfig,
@@ -50,6 +58,7 @@ from albertkit.config.validation import format_validation_errors, invalid_config
 from albertkit.errors import ConfigError
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "PLUGIN_SECTIONS",
     "TASK_OF_KIND",
     "AdamWConfig",
@@ -67,6 +76,7 @@ __all__ = [
     "MlflowConfig",
     "ModelConfig",
     "OptimizerConfig",
+    "OptimizerSection",
     "ProfileConfig",
     "SiftingConfig",
     "RuntimeConfig",
@@ -79,4 +89,8 @@ __all__ = [
     "apply_overrides",
     "format_validation_errors",
     "invalid_configuration",
+    "register_data",
+    "register_optimizer",
+    "register_size",
+    "register_task",
 ]

@@ -1,5 +1,6 @@
-"""The data sections of a ``TrainerConfig``: one per data kind (a tagged union on ``kind``),
-and the task each kind trains (``TASK_OF_KIND``).
+"""The data sections of a ``TrainerConfig``: one per built-in data kind (a tagged union on
+``kind``, which plugins extend through :mod:`albertkit.config.registry`), and the task each
+kind trains (``TASK_OF_KIND``, read from the registry).
 
 Example:
     >>> SquadData(train_file="train.json", tokenizer="tok").version
@@ -8,12 +9,14 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, model_validator
 
 from albertkit.config.base import Section
+from albertkit.config.registry import TaskOfKind
 
 
 # --------------------------------------------------------------------------- data
@@ -256,21 +259,18 @@ class ClassificationData(Section):
     )
 
 
+# The built-in kinds (the type checkers' view); a config accepts every registered kind.
 DataConfig = Annotated[
     SyntheticData | TFRecordData | DemoData | SquadData | ClassificationData,
     Field(discriminator="kind"),
 ]
 """The ``data`` section: one of the data kinds, chosen by its ``kind`` field."""
 
+# The built-in tasks; plugins may register more (`albertkit.config.registry`).
 TaskName = Literal["pretraining", "squad", "classification"]
-"""What a config trains (``TrainerConfig.task``)."""
+"""What a config trains (``TrainerConfig.task``): albertkit's own tasks."""
 
-TASK_OF_KIND: dict[str, TaskName] = {
-    "synthetic": "pretraining",
-    "tfrecord": "pretraining",
-    "demo": "pretraining",
-    "squad": "squad",
-    "classification": "classification",
-}
+TASK_OF_KIND: Mapping[str, str] = TaskOfKind()
 """What each data kind (``data.kind``) trains: the one mapping (the config's ``task``, the
-task builder and the report read it here)."""
+task builder and the report read it here), a read-only view of the registry, so it also
+holds the kinds plugins register."""

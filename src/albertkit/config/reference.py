@@ -52,6 +52,7 @@ class PluginSection(NamedTuple):
 def composed_model(plugins: Sequence[PluginSection] = ()) -> type[BaseModel]:
     """``TrainerConfig`` with each plugin section as an optional typed field (for the schema
     and the reference only: loading keeps plugin sections raw)."""
+    TrainerConfig.sync_registry()  # the plugins' kinds are part of the typed config
     if not plugins:
         return TrainerConfig
     fields: dict[str, Any] = {
@@ -130,7 +131,8 @@ def _draft07(node: Any) -> Any:
 # =========================================================================== reference
 def reference_markdown(plugins: Sequence[PluginSection] = ()) -> str:
     """``docs/configuration.md``: every section and field of ``TrainerConfig`` and ``plugins``."""
-    from albertkit.config.sizes import SIZES, AlbertSpec
+    from albertkit.config.registry import entries
+    from albertkit.config.sizes import AlbertSpec
 
     out = [
         "# Configuration reference",
@@ -174,16 +176,17 @@ def reference_markdown(plugins: Sequence[PluginSection] = ()) -> str:
     body: list[str] = []
     toc: list[str] = []
     _render_model(composed_model(plugins), "", 2, body, toc, title="Top level")
+    sizes = entries("size")
     out += toc + [""] + body
 
     # The size presets: ModelConfig fields left unset take these values.
     keys = list(AlbertSpec.model_fields)
-    names = list(SIZES)
-    specs = {n: AlbertSpec(**SIZES[n]) for n in names}
+    names = list(sizes)
+    specs = {n: AlbertSpec(**sizes[n].value) for n in names}
     out += ["## Model size presets", "",
-            "`model.size` selects one of these architectures (`albertkit.config.sizes.SIZES`, "
-            "resolved through `AlbertSpec`); any `model.*` field that is set overrides the "
-            "preset's value.", "",
+            "`model.size` selects one of these architectures (albertkit's own are "
+            "`albertkit.config.sizes.SIZES`; plugins register more), resolved through "
+            "`AlbertSpec`; any `model.*` field that is set overrides the preset's value.", "",
             "| field | " + " | ".join(f"`{n}`" for n in names) + " |",
             "|---|" + "---|" * len(names)]
     for k in keys:
@@ -294,6 +297,9 @@ def _submodels(tp: Any) -> tuple[str, list[type[BaseModel]]] | None:
 
 def _type(tp: Any, info: FieldInfo | None = None) -> str:
     text = _type_name(tp)
+    choices = [m for m in (info.metadata if info else ()) if hasattr(m, "choices")]
+    if choices:  # a string checked against a registry (model.size)
+        text = "one of " + ", ".join(_value(v) for v in choices[0].choices())
     bounds = _bounds(info, "characters" if _strip(tp) is str else "items") if info else ""
     return f"{text} ({bounds})" if bounds else text
 

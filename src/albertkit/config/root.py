@@ -15,6 +15,11 @@ Example:
     ...                                "sagemaker": {"instance_count": 2}})
     >>> cfg.plugin_section("sagemaker"), "sagemaker" in cfg.to_dict()
     ({'instance_count': 2}, False)
+
+Registered parts: the ``data`` and ``optimizer`` sections accept every kind in the registry
+(:mod:`albertkit.config.registry`). Parsing or describing a config first loads the plugins
+(once) and, when they registered kinds, rebuilds the validator so that they are part of the
+typed config: their errors name their fields and the schema lists them.
 """
 
 from __future__ import annotations
@@ -22,18 +27,16 @@ from __future__ import annotations
 import copy
 import json
 import os
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import Field, ModelWrapValidatorHandler, PrivateAttr, ValidationError, model_validator
 
+from albertkit.config import registry
 from albertkit.config.base import Section
-from albertkit.config.data import (
-    TASK_OF_KIND,
-    DataConfig,
-    TaskName,
-)
+from albertkit.config.data import DataConfig
 from albertkit.config.overrides import apply_overrides
 from albertkit.config.sections import (
     CheckpointConfig,
@@ -91,6 +94,47 @@ class TrainerConfig(Section):
     )
     # Plugin sections (see PLUGIN_SECTIONS), raw as read; never written back out.
     _plugin_sections: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+    # The fields whose tagged union lists the registry's config classes of a category.
+    _REGISTERED: ClassVar[dict[str, registry.Category]] = {
+        "data": "data kind", "optimizer": "optimizer"}
+
+    # ------------------------------------------------------------------ registered kinds
+    @classmethod
+    def sync_registry(cls) -> None:
+        """Load the plugins (once) and, if the registry holds config classes this model's
+        validator does not know yet, rebuild it with them."""
+        registry.load_plugins()
+        changed = False
+        for name, category in cls._REGISTERED.items():
+            classes = tuple(e.value for e in registry.entries(category).values())
+            info = cls.__pydantic_fields__[name]
+            if typing.get_args(info.annotation) == classes:
+                continue
+            info = copy.copy(info)  # a subclass may share the parent's FieldInfo
+            info.annotation = typing.Union[classes]  # noqa: UP007 - a runtime-built union
+            cls.__pydantic_fields__[name] = info
+            changed = True
+        if changed:
+            cls.model_rebuild(force=True)
+
+    def __init__(self, /, **data: Any) -> None:
+        type(self).sync_registry()
+        super().__init__(**data)
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> TrainerConfig:
+        cls.sync_registry()
+        return super().model_validate(obj, **kwargs)
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, **kwargs: Any) -> TrainerConfig:
+        cls.sync_registry()
+        return super().model_validate_json(json_data, **kwargs)
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        cls.sync_registry()
+        return super().model_json_schema(*args, **kwargs)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -132,8 +176,10 @@ class TrainerConfig(Section):
         return raw
 
     @property
-    def task(self) -> TaskName:
-        return TASK_OF_KIND[self.data.kind]
+    def task(self) -> str:
+        """The task the data kind trains (``pretraining``, ``squad``, ``classification`` or a
+        plugin's)."""
+        return registry.task_of_kind(self.data.kind)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> TrainerConfig:

@@ -24,7 +24,8 @@ from pydantic import (
 )
 
 from albertkit.config.base import Section
-from albertkit.config.sizes import SIZES, Activation, AlbertSpec, SizeName
+from albertkit.config.registry import size_fields
+from albertkit.config.sizes import Activation, AlbertSpec, SizeName
 from albertkit.config.validation import first_error
 from albertkit.errors import ConfigError
 from albertkit.hardware import DeviceKind, XlaPlan, local_device_kind, resolve_xla
@@ -41,8 +42,8 @@ class ModelConfig(Section):
 
     size: SizeName = Field(
         "base",
-        description="Architecture preset (tiny/base/large/xlarge/xxlarge); the fields below "
-        "override it.",
+        description="Architecture preset (tiny/base/large/xlarge/xxlarge or a plugin's); the "
+        "fields below override it.",
     )
     vocab_size: int | None = Field(
         None, gt=0, description="Token vocabulary size; at least the tokenizer's size."
@@ -110,7 +111,7 @@ class ModelConfig(Section):
     def spec(self) -> AlbertSpec:
         """The resolved architecture: preset values, then the explicit overrides."""
         try:
-            return AlbertSpec(**{**SIZES[self.size], **self.overrides()})
+            return AlbertSpec(**{**size_fields(self.size), **self.overrides()})
         except ValidationError as e:
             raise ConfigError(f"model: {first_error(e)}") from None
 
@@ -145,6 +146,9 @@ class ScheduleConfig(Section):
 
 
 class _OptimizerBase(Section):
+    """The fields every optimizer section has (the trainer reads ``clip_norm`` and
+    ``schedule``); a plugin's optimizer config subclasses it as ``OptimizerSection``."""
+
     learning_rate: float = Field(
         1e-3, gt=0.0, description="Peak learning rate (reached after warmup)."
     )
@@ -222,6 +226,11 @@ class AdamWConfig(_OptimizerBase):
         )
 
 
+# The base a plugin's optimizer config builds on (with a ``kind`` literal and ``build()``).
+OptimizerSection = _OptimizerBase
+"""The base class of an optimizer section: a plugin's optimizer config subclasses it (a
+``kind`` literal, ``build()``, and the ``clip_norm`` and ``schedule`` fields the trainer reads)."""
+# The built-in kinds (the type checkers' view); a config accepts every registered optimizer.
 OptimizerConfig = Annotated[LambConfig | AdamWConfig, Field(discriminator="kind")]
 """The ``optimizer`` section: LAMB or AdamW, chosen by its ``kind`` field."""
 

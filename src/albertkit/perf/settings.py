@@ -10,7 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from albertkit.config.sizes import SIZES, AlbertSpec, SizeName
+from albertkit.config.registry import size_fields
+from albertkit.config.sizes import AlbertSpec, SizeName
 from albertkit.errors import BenchmarkError
 from albertkit.models.footprint import default_predictions
 
@@ -109,7 +110,7 @@ class BenchmarkSettings(BaseModel):
         # Dropout off on both sides: the v2 presets have none except the classifier's, and
         # random masks would make the two frameworks' work differ.
         fields = {
-            **SIZES[self.size],
+            **size_fields(self.size),
             "hidden_dropout_prob": 0.0,
             "attention_probs_dropout_prob": 0.0,
             "classifier_dropout_prob": 0.0,

@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import re
 import shutil
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config.registry import plugin_parts
 from albertkit.fileio import atomic_write_text
 from albertkit.hardware import instance_spec
 from albertkit.sagemaker.cluster import CLUSTER_MODULE
@@ -70,6 +72,8 @@ _SDK_ARGUMENTS = [
     "&& /opt/ml/input/data/sm_drivers/sm_train.sh",
 ]
 
+log = logging.getLogger("albertkit")
+
 # --------------------------------------------------------------------------- metrics
 # albertkit.training.run_logger writes one line per log step and per evaluation, e.g.
 #   albertkit step=120 loss=3.1415 mlm_accuracy=0.1234 sop_accuracy=0.6100 learning_rate=0.000500 seq_per_s=123.4
@@ -100,10 +104,13 @@ def metric_regex(name: str, evaluation: bool = False) -> str:
 
 def metric_definitions(task: str) -> list[dict[str, str]]:
     """SageMaker MetricDefinitions (``train:<name>``, ``eval:<name>``) for one task."""
-    if task not in TRAIN_METRICS:
-        raise ValueError(f"unknown task {task!r}; known: {sorted(TRAIN_METRICS)}")
-    out = [{"Name": f"train:{n}", "Regex": metric_regex(n)} for n in TRAIN_METRICS[task]]
-    out += [{"Name": f"eval:{n}", "Regex": metric_regex(n, True)} for n in EVAL_METRICS[task]]
+    if task in TRAIN_METRICS:
+        train, evaluation = TRAIN_METRICS[task], EVAL_METRICS[task]
+    else:  # a plugin's task (the registry raises for a task nobody registered)
+        keys = task_class(task).log_keys
+        train, evaluation = keys.train_lines, keys.eval
+    out = [{"Name": f"train:{n}", "Regex": metric_regex(n)} for n in train]
+    out += [{"Name": f"eval:{n}", "Regex": metric_regex(n, True)} for n in evaluation]
     return out
 
 
@@ -235,6 +242,23 @@ def check_job(trainer_config: TrainerConfig, sm: SageMakerConfig) -> None:
         )
     if problems:
         raise ConfigError("SageMaker job refused:\n  " + "\n  ".join(problems))
+    warn_unshipped_plugins(effective)
+
+
+def warn_unshipped_plugins(trainer_config: TrainerConfig) -> list[str]:
+    """Warn (and return the warnings) for each part of the config that a plugin provides:
+    the job ships albertkit only, so the plugin's distribution must be installed in the
+    training image or the job fails when the container parses the config."""
+    cfg = trainer_config
+    out = [
+        f"{entry.category} {entry.name!r} comes from {entry.source}, which the SageMaker job "
+        f"does not ship: install {entry.source.distribution} in sagemaker.image_uri's image or "
+        "the job fails at its start"
+        for entry in plugin_parts(cfg.data.kind, cfg.optimizer.kind, cfg.model.size)
+    ]
+    for line in out:
+        log.warning(line)
+    return out
 
 
 def job_config(trainer_config: TrainerConfig, sm: SageMakerConfig) -> TrainerConfig:

@@ -2,7 +2,9 @@
 
 ``build_task(cfg, spec)`` builds the task ``cfg.task`` names (the data kind decides it, see
 ``albertkit.config.TASK_OF_KIND``); ``task_class(name)`` gives its class, whose ``log_keys``
-name the metrics it reports. Importing a task module does not import TensorFlow.
+name the metrics it reports. Tasks come from the registry (:mod:`albertkit.config.registry`),
+where albertkit's own are registered exactly as a plugin's. Importing a task module does not
+import TensorFlow.
 
 The public names (``__all__``) are importable from here. Besides the two above and the
 :class:`Task` base class, they are SQuAD's pieces on their own: :func:`postprocess` turns a
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from albertkit._lazy import lazy_exports
+from albertkit.config.registry import task_builder
 
 if TYPE_CHECKING:
     from albertkit.config import TaskName, TrainerConfig
@@ -39,26 +42,13 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "postprocess": "squad",
 })
 
+# albertkit's own tasks (the registry may hold more, from plugins).
 TASK_NAMES: tuple[TaskName, ...] = ("pretraining", "squad", "classification")
 
 
-def task_class(name: TaskName) -> type[Task]:
-    """The class of the task called ``name``."""
-    match name:
-        case "pretraining":
-            from albertkit.tasks.pretraining import PretrainingTask
-
-            return PretrainingTask
-        case "squad":
-            from albertkit.tasks.squad import SquadTask
-
-            return SquadTask
-        case "classification":
-            from albertkit.tasks.classification import ClassificationTask
-
-            return ClassificationTask
-        case _:
-            raise ValueError(f"unknown task {name!r}; known: {list(TASK_NAMES)}")
+def task_class(name: str) -> type[Task]:
+    """The class of the task called ``name`` (imported from the registry's path)."""
+    return task_builder(name)
 
 
 def build_task(cfg: TrainerConfig, spec: AlbertSpec) -> Task:

@@ -1,0 +1,304 @@
+"""The registries of pluggable parts and the plugins found through entry points.
+
+Each fake plugin is a real installed distribution, made in ``tmp_path``: a package plus a
+``*.dist-info`` directory (METADATA, entry_points.txt) on ``sys.path``, so that
+``importlib.metadata`` finds it exactly as it finds a pip-installed one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from albertkit.cli.plugins import plugins_table
+from albertkit.config import TASK_OF_KIND, ConfigError, TrainerConfig, registry
+from albertkit.config.reference import json_schema, reference_markdown
+from albertkit.errors import PluginError
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+PLUGIN = '''
+import types
+from typing import Literal
+
+from pydantic import Field
+
+from albertkit.config.base import Section
+from albertkit.config.registry import register_optimizer, register_size, register_task
+from albertkit.config.sections import OptimizerSection
+
+
+class RowsData(Section):
+    """Rows of numbers, read by the rows task."""
+
+    kind: Literal["rows"] = Field("rows", description="Selects rows of numbers.")
+    rows: int = Field(..., gt=0, description="How many rows.")
+
+
+class SgdConfig(OptimizerSection):
+    """Plain SGD."""
+
+    kind: Literal["sgd"] = Field("sgd", description="Selects SGD.")
+    momentum: float = Field(0.0, ge=0.0, lt=1.0, description="Momentum.")
+
+    def build(self, total_steps):
+        raise NotImplementedError
+
+
+class RowsTask:
+    log_keys = types.SimpleNamespace(train_lines=("loss",), eval=("loss",))
+
+    @classmethod
+    def for_data(cls, data, spec, **kwargs):
+        return cls()
+
+
+def register():
+    register_task("rows_task", "{module}:RowsTask", data=[RowsData])
+    register_optimizer(SgdConfig)
+    register_size("mini", dict(hidden_size=64, num_attention_heads=2, num_hidden_layers=1,
+                               intermediate_size=128, embedding_size=32, vocab_size=500))
+'''
+
+
+def make_distribution(site: Path, dist: str, module: str, code: str,
+                      entry_point: str = "register", name: str | None = None,
+                      version: str = "1.0") -> None:
+    """An installed distribution ``dist`` with package ``module`` and one entry point."""
+    (site / module).mkdir(parents=True)
+    (site / module / "__init__.py").write_text(textwrap.dedent(code).replace("{module}", module))
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(
+        f"[{registry.ENTRY_POINT_GROUP}]\n{name or module} = {module}:{entry_point}\n")
+
+
+@pytest.fixture
+def fresh_registry(monkeypatch, tmp_path):
+    """The registry as albertkit starts it (built-ins only, plugins not yet looked for);
+    restored afterwards, TrainerConfig's validator included."""
+    reg = registry._REGISTRY
+    registry.load_plugins()
+    saved = ({k: dict(v) for k, v in reg.tables.items()}, reg.version, set(reg.loaded))
+    reg.plugins_done = False
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    yield site
+    reg.tables, reg.version, reg.loaded = saved
+    reg.plugins_done = True
+    for name in [m for m in sys.modules if m.startswith("fakeplug")]:
+        del sys.modules[name]
+    TrainerConfig.sync_registry()
+
+
+def config(**sections) -> dict:
+    return {"model": {"size": "tiny"}, "data": {"kind": "synthetic"}, **sections}
+
+
+# --------------------------------------------------------------------------- built-ins
+def test_built_ins_are_registered_through_the_registry():
+    assert list(registry.entries("task")) == ["pretraining", "squad", "classification"]
+    assert list(registry.data_kinds()) == ["synthetic", "tfrecord", "demo", "squad",
+                                           "classification"]
+    assert list(registry.optimizer_kinds()) == ["lamb", "adamw"]
+    assert registry.size_names() == ["tiny", "base", "large", "xlarge", "xxlarge"]
+    for category in ("task", "data kind", "optimizer", "size"):
+        assert all(e.source.builtin for e in registry.entries(category).values())
+    assert dict(TASK_OF_KIND) == {"synthetic": "pretraining", "tfrecord": "pretraining",
+                                  "demo": "pretraining", "squad": "squad",
+                                  "classification": "classification"}
+    from albertkit.tasks import task_class
+
+    assert task_class("squad").__name__ == "SquadTask"  # imported from the registered path
+    lines = plugins_table()
+    assert any(ln.split()[:3] == ["optimizer", "lamb", "albertkit"] for ln in lines)
+
+
+def test_the_plugins_command_lists_every_part(capsys):
+    from albertkit.cli import main
+
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 + 5 + 2 + 5 and all(ln.endswith("albertkit (built-in)") for ln in out)
+    assert "data kind  squad (trains squad)" in out[6]
+
+
+# --------------------------------------------------------------------------- a plugin
+def test_a_plugin_s_parts_are_part_of_the_typed_config(fresh_registry):
+    make_distribution(fresh_registry, "albertkit-fakeplug", "fakeplug_ok", PLUGIN)
+    cfg = TrainerConfig.from_dict(config(data={"kind": "rows", "rows": 3},
+                                         optimizer={"kind": "sgd", "momentum": 0.5},
+                                         model={"size": "mini"}))
+    assert (cfg.task, cfg.data.rows, cfg.optimizer.momentum) == ("rows_task", 3, 0.5)
+    assert cfg.model.spec.hidden_size == 64
+    # a round trip through YAML keeps the plugin's kinds
+    assert TrainerConfig.from_dict(cfg.to_dict()).data == cfg.data
+    # validation errors name the plugin's fields
+    with pytest.raises(ConfigError, match=r"data\.rows: Input should be greater than 0 \(got 0\)"):
+        TrainerConfig.from_dict(config(data={"kind": "rows", "rows": 0}))
+    with pytest.raises(ConfigError, match=r"optimizer\.momentum: Input should be less than 1"):
+        TrainerConfig.from_dict(config(optimizer={"kind": "sgd", "momentum": 2}))
+    # the schema and the reference list them
+    schema = json_schema()
+    assert {"RowsData", "SgdConfig"} <= set(schema["definitions"])
+    assert "mini" in schema["definitions"]["ModelConfig"]["properties"]["size"]["enum"]
+    reference = reference_markdown()
+    assert "### `data` with `kind: rows`" in reference and "`optimizer` with `kind: sgd`" in reference
+    assert "| `xxlarge` | `mini` |" in reference  # the size presets table
+    # its task is built from the registered path; `albertkit plugins` names its source
+    from albertkit.tasks import task_class
+
+    assert task_class("rows_task").__module__ == "fakeplug_ok"
+    assert any("rows_task" in ln and "albertkit-fakeplug 1.0" in ln for ln in plugins_table())
+
+
+def test_a_config_naming_an_unregistered_kind_lists_the_known_ones(fresh_registry):
+    hint = "a plugin may be missing: pip install it or check `albertkit plugins`"
+    with pytest.raises(ConfigError) as e:
+        TrainerConfig.from_dict(config(data={"kind": "rows", "rows": 3}))
+    assert "'rows' found using 'kind' does not match any of the expected tags: 'synthetic'" \
+        in str(e.value) and hint in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"optimizer: .*'sgd'.*expected tags: 'lamb', 'adamw'"):
+        TrainerConfig.from_dict(config(optimizer={"kind": "sgd"}))
+    with pytest.raises(ConfigError, match=r"model\.size: Input should be 'tiny', .*'xxlarge'; a "
+                                          r"plugin may be missing.*\(got 'mini'\)"):
+        TrainerConfig.from_dict(config(model={"size": "mini"}))
+    with pytest.raises(PluginError, match=r"unknown data kind 'rows'; known: \['synthetic'"):
+        registry.task_of_kind("rows")
+
+
+# --------------------------------------------------------------------------- bad plugins
+DUPLICATE = '''
+from albertkit.config.data import SquadData
+from albertkit.config.registry import register_size, register_task
+
+
+def register():
+    register_size("half", dict(hidden_size=64, num_attention_heads=2))
+    register_task("my_squad", "x:Y", data=[SquadData])
+'''
+
+
+def test_a_kind_a_built_in_owns_is_refused_and_nothing_is_half_registered(fresh_registry):
+    make_distribution(fresh_registry, "albertkit-dup", "fakeplug_dup", DUPLICATE, version="0.3")
+    with pytest.raises(PluginError) as e:
+        TrainerConfig.from_dict(config())
+    assert str(e.value) == ("data kind 'squad' is registered twice: by albertkit (built-in) and "
+                            "by plugin 'fakeplug_dup' (albertkit-dup 0.3)")
+    assert "half" not in registry.size_names() and "my_squad" not in registry.entries("task")
+
+
+def test_two_plugins_claiming_one_kind_name_both(fresh_registry):
+    make_distribution(fresh_registry, "albertkit-fakeplug", "fakeplug_a", PLUGIN)
+    make_distribution(fresh_registry, "other-rows", "fakeplug_b", PLUGIN, version="2.1")
+    with pytest.raises(PluginError) as e:
+        TrainerConfig.from_dict(config())
+    assert str(e.value) == ("task 'rows_task' is registered twice: by plugin 'fakeplug_a' "
+                            "(albertkit-fakeplug 1.0) and by plugin 'fakeplug_b' (other-rows 2.1)")
+    # the first plugin is whole, the second left nothing behind
+    assert registry.entries("data kind")["rows"].source.distribution == "albertkit-fakeplug"
+    assert registry.entries("optimizer")["sgd"].value.__module__ == "fakeplug_a"
+
+
+def test_a_plugin_that_fails_to_import_is_named_with_its_distribution(fresh_registry):
+    make_distribution(fresh_registry, "albertkit-broken", "fakeplug_broken",
+                      "import numpy_that_is_not_there\n", version="0.9")
+    with pytest.raises(PluginError) as e:
+        TrainerConfig.from_dict(config())
+    assert str(e.value) == (
+        "albertkit plugin 'fakeplug_broken' of albertkit-broken 0.9 failed to import "
+        "(fakeplug_broken:register): ModuleNotFoundError: No module named "
+        "'numpy_that_is_not_there'")
+    with pytest.raises(PluginError, match="fakeplug_broken"):  # tried again, still named
+        TrainerConfig.model_validate(config())
+
+
+def test_a_plugin_whose_registration_fails_registers_nothing(fresh_registry):
+    code = PLUGIN.replace("def register():", "def register():\n    register_size('early', {})\n"
+                          "    raise RuntimeError('no GPU\\nhere')\n\ndef _unused():")
+    make_distribution(fresh_registry, "albertkit-fails", "fakeplug_fails", code)
+    with pytest.raises(PluginError, match=r"^plugin 'fakeplug_fails' \(albertkit-fails 1\.0\): "
+                                          r"registration failed: RuntimeError: no GPU here$"):
+        TrainerConfig.from_dict(config())
+    assert "early" not in registry.size_names()
+
+
+@pytest.mark.parametrize("call, message", [
+    ("register_size('huge', dict(hidden_size=100, num_attention_heads=3))",
+     "size 'huge': hidden_size=100 is not divisible by num_attention_heads=3"),
+    ("register_optimizer(int)", "optimizer config <class 'int'> is not a pydantic model class"),
+    ("register_task('a b', 'x:Y')", "task name 'a b' is not an identifier"),
+    ("register_task('t', 'no_colon')", "task 't': 'no_colon' is not a 'module:Class' path"),
+])
+def test_invalid_registrations_are_refused(fresh_registry, call, message):
+    code = f"from albertkit.config.registry import *\n\ndef register():\n    {call}\n"
+    make_distribution(fresh_registry, "albertkit-bad", "fakeplug_bad", code)
+    with pytest.raises(PluginError) as e:
+        TrainerConfig.from_dict(config())
+    assert str(e.value) == f"plugin 'fakeplug_bad' (albertkit-bad 1.0): {message}"
+
+
+def test_an_entry_point_must_name_a_function(fresh_registry):
+    make_distribution(fresh_registry, "albertkit-notfn", "fakeplug_notfn", "register = 3\n")
+    with pytest.raises(PluginError, match=r"fakeplug_notfn:register is not a function"):
+        TrainerConfig.from_dict(config())
+
+
+# --------------------------------------------------------------------------- SageMaker
+def test_a_sagemaker_job_warns_that_it_does_not_ship_the_plugin(fresh_registry, caplog):
+    from albertkit.sagemaker.submit import to_sagemaker
+
+    make_distribution(fresh_registry, "albertkit-fakeplug", "fakeplug_sm", PLUGIN)
+    sm = {"role_arn": "arn:aws:iam::123456789012:role/r", "output_path": "s3://bucket/albertkit",
+          "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest"}
+    cfg = TrainerConfig.from_dict(config(data={"kind": "rows", "rows": 3}, sagemaker=sm,
+                                         runtime={"max_steps": 10}))
+    with caplog.at_level(logging.WARNING, logger="albertkit"):
+        plan = to_sagemaker(cfg).plan()  # what `albertkit launch --dry-run` prints
+    warned = [r.getMessage() for r in caplog.records]
+    assert warned == [
+        "data kind 'rows' comes from plugin 'fakeplug_sm' (albertkit-fakeplug 1.0), which the "
+        "SageMaker job does not ship: install albertkit-fakeplug in sagemaker.image_uri's image "
+        "or the job fails at its start",
+        "task 'rows_task' comes from plugin 'fakeplug_sm' (albertkit-fakeplug 1.0), which the "
+        "SageMaker job does not ship: install albertkit-fakeplug in sagemaker.image_uri's image "
+        "or the job fails at its start"]
+    metrics = [m["Name"] for m in plan["AlgorithmSpecification"]["MetricDefinitions"]]
+    assert metrics == ["train:loss", "eval:loss"]  # from the plugin task's log keys
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="albertkit"):
+        to_sagemaker(TrainerConfig.from_dict(config(sagemaker=sm))).plan()
+    assert caplog.records == []  # built-in parts only: nothing to warn about
+
+
+# --------------------------------------------------------------------------- laziness
+def test_import_albertkit_loads_no_plugin_and_no_tensorflow(tmp_path):
+    site = tmp_path / "site"
+    marker = tmp_path / "imported"
+    make_distribution(site, "albertkit-spy", "fakeplug_spy",
+                      f"open({str(marker)!r}, 'w').close()\n\ndef register():\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(site)])}
+    check = ("import sys, albertkit; from albertkit.config import TrainerConfig; "
+             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
+    subprocess.run([sys.executable, "-c", check], env=env, check=True)
+    subprocess.run([sys.executable, "-m", "albertkit.cli", "--help"], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    assert not marker.exists()
+    parse = ("from albertkit.config import TrainerConfig; "
+             "TrainerConfig.from_dict({'data': {'kind': 'synthetic'}})")
+    subprocess.run([sys.executable, "-c", parse], env=env, check=True)
+    assert marker.exists()  # the first parse loads it
+
+
+def test_task_of_kind_finds_a_plugin_s_kind_before_any_parse(fresh_registry):
+    make_distribution(fresh_registry, "albertkit-fakeplug", "fakeplug_view", PLUGIN)
+    assert TASK_OF_KIND.get("rows") == "rows_task"  # what `albertkit report` reads
+    assert TASK_OF_KIND.get("nothing") is None
