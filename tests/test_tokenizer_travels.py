@@ -25,6 +25,9 @@ VOCAB = 1000
 SEQ, PREDS = 32, 5
 FIXTURES = Path(__file__).parent / "fixtures"
 SST2 = str(FIXTURES / "sst2_small.tsv")
+# two steps, run eagerly: nothing worth tracing
+RUNTIME = {"micro_batch_size": 2, "global_batch_size": 2, "max_steps": 2,
+           "eval_every_steps": 0, "eager": True}
 
 
 def tokenizer_files(directory: Path) -> dict[str, bytes]:
@@ -150,8 +153,7 @@ def pretrain_config(run_dir: Path, data: Path, model: dict | None = None, **extr
         run_dir, model={"vocab_size": VOCAB, **(model or {})},
         data={"kind": "tfrecord", "seq_length": SEQ, "max_predictions_per_seq": PREDS,
               "shuffle_buffer": 8, "train_files": [str(data / "train-*.tfrecord")], **extra},
-        runtime={"micro_batch_size": 2, "global_batch_size": 2, "max_steps": 2,
-                 "eval_every_steps": 0})
+        runtime=RUNTIME)
 
 
 @pytest.mark.parametrize("field", ["vocab_size", "special_ids", "sha256"])
@@ -212,8 +214,7 @@ def test_an_export_of_a_run_without_tokenizer_says_so(tmp_path, caplog):
     from albertkit.training.trainer import AlbertTrainer
 
     run = tmp_path / "synthetic"
-    AlbertTrainer(make_tiny_config(run, runtime={"max_steps": 1, "micro_batch_size": 2,
-                                                 "global_batch_size": 2})).fit()
+    AlbertTrainer(make_tiny_config(run, runtime={**RUNTIME, "max_steps": 1})).fit()
     out = export_run(run, tmp_path / "ak", format="albertkit")
     assert not (out / "tokenizer").exists() and model_tokenizer_dir(out) is None
     assert "the export carries no tokenizer" in caplog.text
@@ -229,8 +230,7 @@ def finetune_config(run_dir: Path, load_from: Path, vocab_size: int = VOCAB, **d
         run_dir, model={"vocab_size": vocab_size, "load_from": str(load_from)},
         data={"kind": "classification", "task": "sst2", "train_file": SST2,
               "max_seq_length": SEQ, **data},
-        runtime={"micro_batch_size": 4, "global_batch_size": 4, "max_steps": 2,
-                 "eval_every_steps": 0})
+        runtime={**RUNTIME, "micro_batch_size": 4, "global_batch_size": 4})
 
 
 @pytest.mark.parametrize("fmt", ["albertkit", "hf"])
@@ -316,7 +316,6 @@ def test_continued_pretraining_refuses_data_of_another_tokenizer(tmp_path, expor
 
 
 # ----------------------------------------------------------------- SageMaker model artifact
-@pytest.mark.slow  # trains and exports in a container laid out in a temporary directory
 def test_the_sagemaker_model_artifact_carries_the_tokenizer(tmp_path, data, tok):
     from albertkit.sagemaker import entrypoint as ep
     from albertkit.sagemaker.plan import CONFIG_FILE
