@@ -136,6 +136,42 @@ def test_data_without_a_copy_uses_the_recorded_path_and_gets_one_again(tmp_path,
     assert str(old / "tokenizer") in found.problem and str(tmp_path / "gone") in found.problem
 
 
+def test_a_bare_model_file_gets_a_complete_copy(tmp_path, tok, corpus):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy2(tok / "spiece.model", bare / "my.model")  # no Hugging Face files beside it
+    out = tmp_path / "data"
+    manifest = prepare(corpus, bare / "my.model", out)
+    copy = out / "tokenizer"
+    assert (copy / "tokenizer.json").is_file() and (copy / "tokenizer_config.json").is_file()
+    assert Tokenizer.load(copy).sha256 == manifest["tokenizer"]["sha256"]
+    assert find_data_tokenizer([str(out / "train-00000-of-00001.tfrecord")]).directory == copy
+
+
+def test_a_foreign_tokenizer_directory_in_the_output_is_refused_before_any_work(tmp_path, tok,
+                                                                             corpus):
+    from albertkit.errors import TokenizerError
+
+    out = tmp_path / "data"
+    (out / "tokenizer").mkdir(parents=True)
+    (out / "tokenizer" / "notes.txt").write_text("mine")
+    with pytest.raises(TokenizerError, match=r"holds files that are not a tokenizer's "
+                       r"\(notes\.txt\)"):
+        prepare(corpus, tok, out)
+    assert not list(out.glob("*.tfrecord")) and not (out / ".work").exists()
+    assert (out / "tokenizer" / "notes.txt").read_text() == "mine"
+
+
+def test_a_copy_may_be_the_tokenizer_of_other_data(tmp_path, data, corpus, tok):
+    first = tmp_path / "first"
+    shutil.copytree(data, first)
+    second = prepare(corpus, first / "tokenizer", tmp_path / "second")
+    assert second["tokenizer"]["path"] == str((first / "tokenizer").resolve())
+    assert (first / "tokenizer" / USERS_FILE).is_file()  # now other data depends on it
+    # preparing the first data again keeps its copy: nothing in it would change
+    assert prepare(corpus, tok, first)["tokenizer"]["copy"] == "tokenizer"
+
+
 def test_a_replaced_copy_is_refused(tmp_path, data, other_tokenizers):
     bad = tmp_path / "bad"
     shutil.copytree(data, bad)

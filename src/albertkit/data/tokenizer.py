@@ -437,12 +437,9 @@ def copy_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> Path:
     (:func:`check_replaceable`).
     """
     directory = Path(directory)
+    if not check_copy_target(tokenizer, directory):
+        return directory  # it already holds this tokenizer
     source = tokenizer.model_file.resolve().parent
-    if directory.resolve() == source:
-        return directory  # the tokenizer already lives there
-    if _holds(directory, tokenizer):
-        return directory
-    check_replaceable(directory)
     files = []
     if tokenizer.model_file.name == MODEL_FILE and _holds(source, tokenizer):
         files = [source / name for name in sorted(TOKENIZER_FILES) if (source / name).is_file()]
@@ -458,6 +455,19 @@ def copy_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> Path:
                                  "load as the same tokenizer")
 
     return _swap_in(directory, fill)
+
+
+def check_copy_target(tokenizer: Tokenizer, directory: str | os.PathLike) -> bool:
+    """Whether :func:`copy_tokenizer` has to write ``directory`` (False: it already holds
+    ``tokenizer``, or is its own directory); raises ``TokenizerError`` if it may not
+    (:func:`check_replaceable`)."""
+    directory = Path(directory)
+    if directory.resolve() == tokenizer.model_file.resolve().parent:
+        return False
+    if _holds(directory, tokenizer):
+        return False
+    check_replaceable(directory)
+    return True
 
 
 def _holds(directory: Path, tokenizer: Tokenizer) -> bool:

@@ -80,7 +80,7 @@ from albertkit.data.masking import VocabInfo, default_max_predictions, mask_sequ
 from albertkit.data.tfrecord import RecordWriter, encode_examples
 from albertkit.data.tokenizer import (
     Tokenizer,
-    check_replaceable,
+    check_copy_target,
     copy_tokenizer,
     record_dataset_user,
 )
@@ -479,6 +479,7 @@ def prepare_pretraining_data(
         "tokenizer_sha256": tok.sha256,
     }
     plan["plan_sha256"] = _sha(plan)
+    check_copy_target(tok, out_dir / TOKENIZER_COPY)  # before hours of work, not after
     done = _prepare_directory(out_dir, plan, overwrite)
     if done is not None:
         if not done["tokenizer"].get("copy") or not (out_dir / TOKENIZER_COPY).is_dir():
@@ -492,8 +493,6 @@ def prepare_pretraining_data(
                             out_dir, e)
         record_dataset_user(tok, out_dir)
         return done
-    if (out_dir / TOKENIZER_COPY).resolve() != tok.model_file.resolve().parent:
-        check_replaceable(out_dir / TOKENIZER_COPY)  # before hours of work, not after
     work = out_dir / WORK
     common = {
         "model_file": str(tok.model_file.resolve()),
