@@ -45,14 +45,13 @@ def load_run_model(run_dir: str | Path,
     cfg_path = run_dir / "config.yaml"
     if not cfg_path.is_file():
         raise ConfigError(f"{run_dir}: not an albertkit run (no config.yaml)")
-    raw = load_yaml(cfg_path)
     values: dict[str, Any] = {"run_dir": str(run_dir), "model.load_from": None}
-    data = raw.get("data")
+    data = load_yaml(cfg_path).get("data")
     if isinstance(data, dict) and TASK_OF_KIND.get(data.get("kind")) not in (None, "pretraining") \
             and data.get("tokenizer") is None:
         # fine-tuned with the tokenizer of its model.load_from: the run keeps a copy
         values["data.tokenizer"] = str(run_dir / TOKENIZER_SUBDIR)
-    cfg = TrainerConfig.from_dict(raw, source=str(cfg_path), values=values)
+    cfg = TrainerConfig.from_yaml(cfg_path, values=values)
     spec = AlbertSpec.model_validate_json((run_dir / "model_spec.json").read_text())
     ckpt = CheckpointManager(run_dir / "checkpoints").select(checkpoint)
     if ckpt is None:
