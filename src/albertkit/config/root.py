@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import yaml
-from pydantic import Field, ModelWrapValidatorHandler, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from albertkit.config import registry
 from albertkit.config.base import Section
@@ -54,6 +61,24 @@ PLUGIN_SECTIONS: tuple[str, ...] = ("sagemaker",)
 """Top-level config sections owned by packages above the config (they validate them
 themselves)."""
 
+# The JSON Schema form of a cross-check below (editors see it too): fine-tuning data without
+# model.load_from (absent or null) must name its tokenizer. The kinds are the registry's at the
+# time the schema is made (plugins included).
+def _tokenizer_required_schema(schema: dict[str, Any], cls: type) -> None:
+    finetune_kinds = sorted(
+        kind for kind, config in registry.data_kinds().items()
+        if registry.task_of_kind(kind) != "pretraining" and "tokenizer" in config.model_fields)
+    schema["if"] = {
+        "required": ["data"],
+        "properties": {
+            "data": {"required": ["kind"], "properties": {"kind": {"enum": finetune_kinds}}},
+            "model": {"not": {"required": ["load_from"],
+                              "properties": {"load_from": {"type": "string"}}}},
+        },
+    }
+    schema["then"] = {"properties": {"data": {"required": ["tokenizer"],
+                                              "properties": {"tokenizer": {"type": "string"}}}}}
+
 
 class TrainerConfig(Section):
     """The root of every albertkit job.
@@ -65,6 +90,8 @@ class TrainerConfig(Section):
         >>> cfg.model.spec.num_hidden_layers
         2
     """
+
+    model_config = ConfigDict(json_schema_extra=_tokenizer_required_schema)
 
     run_dir: Path = Field(
         Path("runs/albertkit"),
@@ -198,6 +225,12 @@ class TrainerConfig(Section):
             )
         if self.runtime.eval_every_steps and self.data.kind == "tfrecord" and not self.data.eval_files:
             pass  # evaluation then uses nothing; the trainer says so once
+        if self.task != "pretraining" and getattr(self.data, "tokenizer", "") is None \
+                and self.model.load_from is None:
+            raise ValueError(
+                "data.tokenizer is not set and there is no model.load_from to take it from: "
+                "set data.tokenizer, or start from an export that carries its tokenizer"
+            )
         return self
 
     # ------------------------------------------------------------------ I/O
