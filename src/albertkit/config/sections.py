@@ -432,6 +432,13 @@ class DistributedConfig(Section):
     fp16_compression: StrictBool = Field(
         False, description="All-reduce gradients in float16 (halves network traffic)."
     )
+    slurm_requeue: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="After SIGUSR1 (Slurm's --signal=USR1@N before the time limit) stops "
+        "training with a checkpoint, rank 0 runs `scontrol requeue $SLURM_JOB_ID`: auto when "
+        "the job is a requeueable batch job (sbatch --requeue, Requeue=1), always in any "
+        "Slurm job, or never.",
+    )
 
 
 class CheckpointConfig(Section):

@@ -13,7 +13,8 @@ state (best checkpoint, data stream, sifting totals) lives in ``run.state``, not
   in a row;
 * :class:`EvalAndBest`: evaluates every ``eval_every_steps`` and keeps the best checkpoint;
 * :class:`Checkpointing`: periodic checkpoints (and every other save, with the run state);
-* :class:`StopSignal`: a signal (SIGTERM/SIGINT), agreed by all ranks, or ``until_step``;
+* :class:`StopSignal`: a signal (SIGTERM/SIGINT/SIGUSR1), agreed by all ranks, or
+  ``until_step``;
 * :class:`ProfileWindow`: a TensorFlow profiler trace of ``runtime.profile``'s steps;
 * :class:`~albertkit.training.state.SiftCounters`: smart sifting's run totals.
 
@@ -249,20 +250,25 @@ class StopSignal:
 
 
 @contextmanager
-def stop_on_signals(event: threading.Event) -> Iterator[None]:
-    """SIGTERM (spot interruption, job stop) and SIGINT set ``event``: the loop then
-    checkpoints and stops. A second SIGINT interrupts at once."""
+def stop_on_signals(event: threading.Event,
+                    received: list[int] | None = None) -> Iterator[None]:
+    """SIGTERM (spot interruption, job stop), SIGINT and SIGUSR1 (Slurm's warning before the
+    time limit, ``--signal=USR1@N``) set ``event``: the loop then checkpoints and stops. A
+    second SIGINT interrupts at once. Each signal's number is appended to ``received``."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {}
 
     def handler(signum, frame):
+        if received is not None:
+            received.append(signum)
         if event.is_set() and signum == signal.SIGINT:
             raise KeyboardInterrupt
         event.set()
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    usr1 = getattr(signal, "SIGUSR1", None)  # not on Windows
+    for sig in (signal.SIGTERM, signal.SIGINT, *([usr1] if usr1 is not None else [])):
         previous[sig] = signal.signal(sig, handler)
     try:
         yield

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,7 @@ class AlbertTrainer:
         self._distributor = distributor
         self.summary: dict[str, Any] | None = None
         self._stop = threading.Event()
+        self._signals: list[int] = []  # the stop signals received, in order
         self._lock: RunDirLock | None = None
 
     @property
@@ -101,7 +103,7 @@ class AlbertTrainer:
             until_step: stop early at this global step with a checkpoint, as if interrupted
                 (the schedule still runs to ``runtime.max_steps``; a later ``fit()`` resumes).
         """
-        with stop_on_signals(self._stop):
+        with stop_on_signals(self._stop, self._signals):
             try:
                 run = self._build(for_training=True)
                 try:
@@ -112,7 +114,20 @@ class AlbertTrainer:
                 if self._lock is not None:
                     self._lock.release()
                     self._lock = None
+        self._requeue_after_usr1()
         return self
+
+    def _requeue_after_usr1(self) -> None:
+        """On the chief, after SIGUSR1 (Slurm's time-limit warning) stopped the run with its
+        checkpoint: requeue the Slurm job as ``distributed.slurm_requeue`` says."""
+        usr1 = getattr(signal, "SIGUSR1", None)
+        if (usr1 not in self._signals or self.summary is None
+                or self.summary.get("status") != "interrupted"
+                or self._distributor is None or not self._distributor.is_chief):
+            return
+        from albertkit.distributed.requeue import requeue_job
+
+        requeue_job(self.config.distributed.slurm_requeue)
 
     def evaluate(self, checkpoint: str | int = NEWEST) -> dict[str, float]:
         """Evaluate a checkpoint of the run on the eval data.
