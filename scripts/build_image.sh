@@ -16,7 +16,9 @@
 #
 # Checks inside the built image: TensorFlow imports; horovod.tensorflow imports with
 # nccl_built() and mpi_built() true (the NCCL/CUDA library loads without a GPU); mpi4py and
-# paramiko import; `albertkit --help` works; no SSH private key is in the image.
+# paramiko import; /etc/albertkit/image-info.json records the CUDA release Horovod's kernels
+# were compiled with, TensorFlow's CUDA/cuDNN build versions and the Horovod version;
+# `albertkit --help` works; no SSH private key is in the image.
 #
 # Options:
 #   --tag NAME        image name                                  (default: albertkit:latest)
@@ -177,6 +179,13 @@ print("tensorflow", tf.__version__, "| horovod", horovod.__version__,
       "| nccl_built", hvd.nccl_built(), "| mpi_built", hvd.mpi_built(), "| cuda_built", hvd.cuda_built())
 assert hvd.nccl_built(), "horovod was built without NCCL"
 assert hvd.mpi_built(), "horovod was built without MPI"
+import json
+info = json.load(open("/etc/albertkit/image-info.json", encoding="utf-8"))
+keys = ("horovod_cuda_version", "tensorflow_cuda_version", "tensorflow_cudnn_version",
+        "horovod_version")
+assert all(info.get(k) for k in keys), f"/etc/albertkit/image-info.json lacks {keys}: {info}"
+assert info["horovod_version"] == horovod.__version__, info
+print("image-info.json:", ", ".join(f"{k}={info[k]}" for k in keys))
 subprocess.run(["albertkit", "--help"], check=True, stdout=subprocess.DEVNULL)
 print("albertkit --help: ok")
 keys = [p for p in ("/root/.ssh/id_rsa", "/root/.ssh/id_ed25519", "/root/.ssh/id_ecdsa")
