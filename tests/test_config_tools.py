@@ -132,6 +132,8 @@ GOOD = [
     {"data": {"kind": "classification", "task": "mrpc", "train_file": "t.tsv",
               "tokenizer": "tok", "labels": ["0", "1"]}, "optimizer": {"kind": "lamb",
      "schedule": {"warmup_fraction": 0.1}, "clip_norm": None}},
+    # fine-tuning data may leave its tokenizer to model.load_from
+    {"model": {"load_from": "pre"}, "data": {"kind": "squad", "train_file": "t.json"}},
 ]
 BAD = [
     {"data": {"kind": "synthetic"}, "runtime": {"max_stepz": 3}},           # misspelt key
@@ -141,6 +143,8 @@ BAD = [
     {"data": {"kind": "synthetic"}, "runtime": {"micro_batch_size": 0}},     # bound
     {"data": {"kind": "tfrecord", "train_files": []}},                      # min length
     {"data": {"kind": "squad", "train_file": "t.json"}},                    # required field
+    {"model": {"load_from": None},                                          # ... without
+     "data": {"kind": "classification", "train_file": "t.tsv"}},            # load_from
     {},                                                                     # data required
 ]
 

@@ -103,7 +103,8 @@ class TFRecordData(_PretrainingShape):
     )
     tokenizer: Path | None = Field(
         None,
-        description="Tokenizer directory the records were made with; copied to run_dir/tokenizer.",
+        description="Tokenizer directory the records were made with (unset: the data's own, "
+        "named in its manifest.json); copied to run_dir/tokenizer.",
     )
     shuffle_buffer: int = Field(
         10000, ge=0, description="Size of the training shuffle buffer, in examples."
@@ -157,8 +158,10 @@ class SquadData(Section):
     eval_file: Path | None = Field(
         None, description="Evaluation set (official JSON), scored with the official metric."
     )
-    tokenizer: Path = Field(
-        description="Tokenizer directory (Hugging Face format, e.g. the pretrained model's)."
+    tokenizer: Path | None = Field(
+        None,
+        description="Tokenizer directory (Hugging Face format); unset: the one model.load_from "
+        "carries (an albertkit export's tokenizer/, a Hugging Face directory's own files).",
     )
     max_seq_length: int = Field(
         384, gt=16, description="Tokens per window: [CLS] question [SEP] context [SEP]."
@@ -224,7 +227,11 @@ class ClassificationData(Section):
     )
     train_file: Path = Field(description="Training file (TSV, CSV or JSONL).")
     eval_file: Path | None = Field(None, description="Evaluation file in a supported format.")
-    tokenizer: Path = Field(description="Tokenizer directory (Hugging Face format).")
+    tokenizer: Path | None = Field(
+        None,
+        description="Tokenizer directory (Hugging Face format); unset: the one model.load_from "
+        "carries (an albertkit export's tokenizer/, a Hugging Face directory's own files).",
+    )
     format: Literal["auto", "tsv", "csv", "jsonl"] = Field(
         "auto",
         description="File format (auto = from the extension: .tsv/.txt, .csv, .jsonl/.json).",

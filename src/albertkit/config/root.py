@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ModelWrapValidatorHandler, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from albertkit.config.base import Section
 from albertkit.config.data import (
@@ -50,6 +57,22 @@ from albertkit.fileio import atomic_write_text, load_yaml
 # Top-level sections owned by packages above the config (they validate them themselves).
 PLUGIN_SECTIONS: tuple[str, ...] = ("sagemaker",)
 
+# The JSON Schema form of a cross-check below (editors see it too): fine-tuning data without
+# model.load_from (absent or null) must name its tokenizer.
+_TOKENIZER_REQUIRED_SCHEMA: dict[str, Any] = {
+    "if": {
+        "required": ["data"],
+        "properties": {
+            "data": {"required": ["kind"], "properties": {"kind": {"enum": sorted(
+                kind for kind, task in TASK_OF_KIND.items() if task != "pretraining")}}},
+            "model": {"not": {"required": ["load_from"],
+                              "properties": {"load_from": {"type": "string"}}}},
+        },
+    },
+    "then": {"properties": {"data": {"required": ["tokenizer"],
+                                     "properties": {"tokenizer": {"type": "string"}}}}},
+}
+
 
 class TrainerConfig(Section):
     """The root of every albertkit job.
@@ -61,6 +84,8 @@ class TrainerConfig(Section):
         >>> cfg.model.spec.num_hidden_layers
         2
     """
+
+    model_config = ConfigDict(json_schema_extra=_TOKENIZER_REQUIRED_SCHEMA)
 
     run_dir: Path = Field(
         Path("runs/albertkit"),
@@ -151,6 +176,12 @@ class TrainerConfig(Section):
             )
         if self.runtime.eval_every_steps and self.data.kind == "tfrecord" and not self.data.eval_files:
             pass  # evaluation then uses nothing; the trainer says so once
+        if self.task != "pretraining" and getattr(self.data, "tokenizer", "") is None \
+                and self.model.load_from is None:
+            raise ValueError(
+                "data.tokenizer is not set and there is no model.load_from to take it from: "
+                "set data.tokenizer, or start from an export that carries its tokenizer"
+            )
         return self
 
     # ------------------------------------------------------------------ I/O

@@ -8,6 +8,7 @@ when imported, ``finetune`` when it builds a pipeline):
 * ``instances`` / ``masking``: sentence-order pairs and n-gram whole-word masking;
 * ``tfrecord`` / ``protobuf`` / ``writer``: sharded, resumable TFRecord preparation in
   parallel processes; ``manifest``: reading a prepared dataset's ``manifest.json``;
+* ``tokenizer_match``: the tokenizer that belongs to prepared data or to a model;
 * ``stream``: position-addressable training streams (resume at any element);
 * ``pretraining_dataset``: the tf.data reader (static or dynamic masking) and a synthetic source;
 * ``batching``: micro-batches grouped into optimizer steps;

@@ -36,6 +36,9 @@ class _Tokenizer(_Open):
     sha256: str
     vocab_size: int = Field(gt=0)
     special_ids: dict[str, int]
+    # the data's own copy of its tokenizer: a directory name inside the dataset directory
+    # (absent in data prepared before albertkit kept one)
+    copy_: str | None = Field(None, alias="copy", min_length=1)
 
 
 class _Manifest(_Open):
@@ -50,8 +53,8 @@ class _Manifest(_Open):
 def read_manifest(path: str | os.PathLike, error: type[Exception] = ValueError) -> dict[str, Any]:
     """The parsed manifest at ``path``, checked; problems raise ``error`` naming the file.
 
-    Shard names must be plain file names: a manifest may not point readers outside its
-    own directory.
+    Shard names and the tokenizer copy's name must be plain names: a manifest may not
+    point readers outside its own directory.
     """
     path = Path(path)
     raw = read_json(
@@ -66,6 +69,12 @@ def read_manifest(path: str | os.PathLike, error: type[Exception] = ValueError) 
             f"{path}: not a valid dataset manifest: {where}: {first['msg']}; prepare the "
             "data again (albertkit prepare-data)"
         ) from None
+    copy = raw["tokenizer"].get("copy")
+    if copy is not None and (copy != Path(copy).name or copy in (".", "..")):
+        raise error(
+            f"{path}: not a valid dataset manifest: tokenizer.copy={copy!r} is not a "
+            "directory name inside the dataset directory"
+        )
     for i, shard in enumerate(raw["shards"]):
         name = shard["file"]
         if name != Path(name).name or name in (".", ".."):

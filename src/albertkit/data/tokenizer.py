@@ -425,6 +425,52 @@ def check_replaceable(directory: str | os.PathLike, overwrite: bool = False) -> 
         )
 
 
+def copy_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> Path:
+    """A copy of ``tokenizer``'s directory at ``directory`` (prepared data keeps one beside its
+    shards), built whole in a temporary sibling and swapped in; returns ``directory``.
+
+    The files are copied from the tokenizer's own directory when it holds the Hugging Face
+    files for the same tokenization; otherwise (a bare ``spiece.model``, flags given by hand)
+    they are written from the model. Either way the copy loads with the same
+    :attr:`Tokenizer.sha256`. A copy that already holds this tokenizer is kept; a directory
+    that is not a tokenizer's, or that prepared data uses, is refused
+    (:func:`check_replaceable`).
+    """
+    directory = Path(directory)
+    source = tokenizer.model_file.resolve().parent
+    if directory.resolve() == source:
+        return directory  # the tokenizer already lives there
+    if _holds(directory, tokenizer):
+        return directory
+    check_replaceable(directory)
+    files = []
+    if tokenizer.model_file.name == MODEL_FILE and _holds(source, tokenizer):
+        files = [source / name for name in sorted(TOKENIZER_FILES) if (source / name).is_file()]
+
+    def fill(tmp: Path) -> None:
+        if files:
+            for f in files:
+                write_synced(tmp / f.name, f.read_bytes())
+        else:
+            tokenizer._write_files(tmp, with_model=True)
+        if not _holds(tmp, tokenizer):
+            raise TokenizerError(f"{directory}: the copy of {tokenizer.model_file} does not "
+                                 "load as the same tokenizer")
+
+    return _swap_in(directory, fill)
+
+
+def _holds(directory: Path, tokenizer: Tokenizer) -> bool:
+    """Whether ``directory`` is a complete tokenizer directory (``spiece.model`` and
+    ``tokenizer.json``) that loads as ``tokenizer``."""
+    if not (directory / MODEL_FILE).is_file() or not (directory / "tokenizer.json").is_file():
+        return False
+    try:
+        return Tokenizer.load(directory).sha256 == tokenizer.sha256
+    except TokenizerError:
+        return False
+
+
 def _swap_in(directory: Path, fill) -> Path:
     """Build ``directory`` anew with ``fill(tmp)`` in a temporary sibling, then swap it in:
     the old directory stays whole until the new one is complete."""

@@ -14,10 +14,12 @@ process when ``num_workers == 1``):
 
 Every random choice of a shard comes from ``numpy.random.default_rng([seed, split, shard])``,
 and what a shard holds does not depend on how many processes ran: same inputs + tokenizer +
-settings + seed give byte-identical shards. ``manifest.json`` is written last (example counts
-and SHA-256 per shard, all settings, tokenizer hash, special ids); a directory without it is
-unfinished. Re-running with the same settings skips finished tokenize chunks and shards; a
-finished directory returns its manifest at once. Different settings in the same directory
+settings + seed give byte-identical shards. A copy of the tokenizer goes to ``tokenizer/``
+(the data carries it wherever it is copied). ``manifest.json`` is written last (example counts
+and SHA-256 per shard, all settings, tokenizer hash, special ids and the copy's name); a
+directory without it is unfinished. Re-running with the same settings skips finished
+tokenize chunks and shards; a finished directory returns its manifest at once (adding the
+tokenizer copy if it was prepared without one). Different settings in the same directory
 are refused unless ``overwrite=True``.
 
 Feature format (Google ALBERT): static files hold ``input_ids``, ``input_mask``,
@@ -39,12 +41,15 @@ Example (a corpus of 40 small documents, one per line, and a tokenizer trained o
     ['data/train-00000-of-00002.tfrecord', 'data/train-00001-of-00002.tfrecord']
     >>> manifest["documents"], [shard["examples"] for shard in manifest["shards"]]
     ({'train': 40}, [120, 120])
+    >>> manifest["tokenizer"]["copy"], Tokenizer.load("data/tokenizer").sha256 == tok.sha256
+    ('tokenizer', True)
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import multiprocessing
 import os
@@ -73,12 +78,20 @@ from albertkit.data.instances import create_pairs
 from albertkit.data.manifest import MANIFEST, read_manifest
 from albertkit.data.masking import VocabInfo, default_max_predictions, mask_sequence
 from albertkit.data.tfrecord import RecordWriter, encode_examples
-from albertkit.data.tokenizer import Tokenizer, record_dataset_user
+from albertkit.data.tokenizer import (
+    Tokenizer,
+    check_replaceable,
+    copy_tokenizer,
+    record_dataset_user,
+)
 from albertkit.errors import CorpusError, DataPreparationError
 from albertkit.fileio import atomic_write_text
 
+log = logging.getLogger(__name__)
+
 FORMAT = "albertkit-pretraining-v1"
 WORK = ".work"
+TOKENIZER_COPY = "tokenizer"  # the data's own copy of its tokenizer (manifest: tokenizer.copy)
 SPLITS = {"train": 0, "eval": 1}
 _BATCH = 256
 _EXAMPLES_PER_SHARD = 20_000  # target when num_shards is chosen automatically
@@ -450,6 +463,8 @@ def prepare_pretraining_data(
     Raises:
         CorpusError: unreadable input (names file and line).
         DataPreparationError: nothing usable left, or ``out_dir`` conflicts.
+        TokenizerError: ``out_dir/tokenizer`` exists and is not a tokenizer copy that may be
+            replaced (other files in it, or other prepared data uses it).
     """
     t0 = time.time()
     out_dir = Path(out_dir)
@@ -466,8 +481,19 @@ def prepare_pretraining_data(
     plan["plan_sha256"] = _sha(plan)
     done = _prepare_directory(out_dir, plan, overwrite)
     if done is not None:
+        if not done["tokenizer"].get("copy") or not (out_dir / TOKENIZER_COPY).is_dir():
+            # finished before the data kept its tokenizer (or the copy was deleted): add it
+            try:
+                copy_tokenizer(tok, out_dir / TOKENIZER_COPY)
+                done["tokenizer"]["copy"] = TOKENIZER_COPY
+                atomic_write_text(out_dir / MANIFEST, json.dumps(done, indent=2))
+            except OSError as e:
+                log.warning("%s: cannot add a copy of the tokenizer to this data (%s)",
+                            out_dir, e)
         record_dataset_user(tok, out_dir)
         return done
+    if (out_dir / TOKENIZER_COPY).resolve() != tok.model_file.resolve().parent:
+        check_replaceable(out_dir / TOKENIZER_COPY)  # before hours of work, not after
     work = out_dir / WORK
     common = {
         "model_file": str(tok.model_file.resolve()),
@@ -566,6 +592,9 @@ def prepare_pretraining_data(
     examples = {
         split: sum(r["examples"] for r in shards if r["split"] == split) for split in splits
     }
+    # the data carries its tokenizer: training, exports and fine-tuning find it here even
+    # where the tokenizer's own directory is not (another machine, a SageMaker channel)
+    copy_tokenizer(tok, out_dir / TOKENIZER_COPY)
     manifest = {
         **plan,
         "masking": config.masking,
@@ -579,6 +608,7 @@ def prepare_pretraining_data(
             "special_ids": dict(tok.special_ids),
             "lowercase": tok.lowercase,
             "keep_accents": tok.keep_accents,
+            "copy": TOKENIZER_COPY,
         },
         "read": {**stats.to_dict(), "dropped_documents": dropped, "tokens": int(total_tokens)},
         "documents": {split: int(len(v[0])) for split, v in splits.items()},

@@ -7,7 +7,8 @@ name the metrics it reports. Importing a task module does not import TensorFlow.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from albertkit.config import TaskName, TrainerConfig
@@ -37,8 +38,41 @@ def task_class(name: TaskName) -> type[Task]:
 
 
 def build_task(cfg: TrainerConfig, spec: AlbertSpec) -> Task:
-    """The task ``cfg.task`` names, for ``cfg.data`` and the run's batch shape, precision and
-    rematerialisation."""
+    """The task ``cfg.task`` names, for ``cfg.data`` (with its tokenizer, see
+    :func:`finetune_data`) and the run's batch shape, precision and rematerialisation."""
     return task_class(cfg.task).for_data(
-        cfg.data, spec, micro_batch_size=cfg.runtime.micro_batch_size,
+        finetune_data(cfg), spec, micro_batch_size=cfg.runtime.micro_batch_size,
         dtype=cfg.runtime.precision, remat=cfg.runtime.remat)
+
+
+def finetune_data(cfg: TrainerConfig) -> Any:
+    """``cfg.data``; for fine-tuning from ``model.load_from``, with the tokenizer that model
+    carries when ``data.tokenizer`` is unset, and refused when ``data.tokenizer`` names
+    another (vocabulary size, special ids or hash differ). Pretraining data finds its
+    tokenizer itself (from its manifest).
+
+    Raises:
+        ConfigError: the tokenizers differ, or there is none to take (both named).
+    """
+    data, source = cfg.data, cfg.model.load_from
+    if cfg.task == "pretraining" or source is None or not hasattr(data, "tokenizer"):
+        return data
+    from albertkit.config import ConfigError
+    from albertkit.data.tokenizer_match import (
+        TokenizerIdentity,
+        check_model_tokenizer,
+        model_tokenizer_dir,
+    )
+
+    if data.tokenizer is not None:
+        if Path(data.tokenizer).exists():  # (a missing one is named where it is loaded)
+            check_model_tokenizer(TokenizerIdentity.of(data.tokenizer),
+                                  f"data.tokenizer={data.tokenizer}", source)
+        return data
+    own = model_tokenizer_dir(source)
+    if own is None:
+        raise ConfigError(
+            f"data.tokenizer is not set and model.load_from={source} carries no tokenizer "
+            "(an albertkit run or export keeps it in tokenizer/, a Hugging Face directory "
+            "beside config.json): set data.tokenizer")
+    return data.model_copy(update={"tokenizer": own})

@@ -12,6 +12,7 @@ the accuracy of always predicting the most frequent masked target of that held-o
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 
     from albertkit.distributed import Distributor
     from albertkit.models.options import RematMode
+
+log = logging.getLogger(__name__)
+
 
 class PretrainingTask(Task):
     """MLM + SOP pretraining of :class:`~albertkit.models.albert.AlbertForPretraining`.
@@ -263,6 +267,53 @@ class MaskedTargetCounts:
                 "targets": self.total}
 
 
+def records_tokenizer(cfg: TrainerConfig, train_files: list[str], say: bool = True
+                      ) -> Path | None:
+    """The tokenizer of pretraining records: ``data.tokenizer`` when set (it must be the one
+    the data's ``manifest.json`` records), else the data's own (its copy, or the path its
+    manifest records while that still holds it). None, said once (``say``), when there is
+    none to find: the run and its exports then carry no tokenizer.
+
+    A tokenizer that is set or found must also be the one ``model.load_from`` carries.
+
+    Raises:
+        ConfigError: ``data.tokenizer`` or the data's tokenizer does not match, naming both.
+    """
+    from albertkit.data.tokenizer_match import (
+        TokenizerIdentity,
+        check_model_tokenizer,
+        find_data_tokenizer,
+        mismatch,
+    )
+
+    given = cfg.data.tokenizer
+    found = find_data_tokenizer(train_files)
+    if given is not None:
+        if not Path(given).exists():
+            raise ConfigError(f"tokenizer directory not found: {given}")
+        ours = TokenizerIdentity.of(given)
+        if found is not None:
+            problem = mismatch(ours, found.record)
+            if problem:
+                raise ConfigError(f"data.tokenizer={given} is not the tokenizer the data was "
+                                  f"prepared with ({found.manifest} records it): {problem}")
+        check_model_tokenizer(ours, f"data.tokenizer={given}", cfg.model.load_from)
+        return Path(given)
+    if found is not None:
+        check_model_tokenizer(found.record, f"the data's tokenizer ({found.manifest})",
+                              cfg.model.load_from)
+    if found is not None and found.directory is not None:
+        if say:
+            log.info("tokenizer: %s (the data's, from %s)", found.directory, found.manifest)
+        return found.directory
+    if say:
+        why = (f"{found.manifest} names it but {found.problem}" if found is not None else
+               f"no manifest.json beside {train_files[0]} names it")
+        log.warning("data.tokenizer is not set and the data's tokenizer is not found (%s): "
+                    "this run and its exports carry no tokenizer; set data.tokenizer", why)
+    return None
+
+
 class PretrainingData:
     """Train/eval tf.data pipelines for the pretraining data kinds (a :class:`TaskData`).
 
@@ -291,10 +342,14 @@ class PretrainingData:
                 raise ConfigError(
                     f"the demo tokenizer has {files.vocab_size} tokens but model.vocab_size="
                     f"{vocab_size}")
+            if cfg.model.load_from is not None:
+                from albertkit.data.tokenizer_match import TokenizerIdentity, check_model_tokenizer
+
+                check_model_tokenizer(TokenizerIdentity.of(self._tokenizer_dir),
+                                      "the demo tokenizer", cfg.model.load_from)
         elif d.kind == "tfrecord":
             from albertkit.data.pretraining_dataset import expand_files, read_manifests
 
-            self._tokenizer_dir = d.tokenizer
             self.train_files = expand_files(d.train_files)
             self.eval_files = expand_files(d.eval_files) if d.eval_files else []
             manifest, _ = read_manifests(self.train_files)  # token ids must fit the model
@@ -304,6 +359,8 @@ class PretrainingData:
                     f"data.train_files: {Path(self.train_files[0]).parent / 'manifest.json'} "
                     f"says the data's tokenizer has {pieces} tokens but model.vocab_size="
                     f"{vocab_size}")
+            self._tokenizer_dir = records_tokenizer(cfg, self.train_files,
+                                                    say=distributor.is_chief)
 
     @property
     def tokenizer_dir(self) -> Path | None:

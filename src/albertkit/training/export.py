@@ -25,14 +25,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config import TASK_OF_KIND, ConfigError, TrainerConfig
+from albertkit.data.tokenizer_match import TOKENIZER_SUBDIR
 from albertkit.errors import CheckpointError
-from albertkit.fileio import replace_dir, temp_dir_beside
+from albertkit.fileio import load_yaml, replace_dir, temp_dir_beside
 from albertkit.training.checkpoint import NEWEST, CheckpointManager, parse_checkpoint_choice
 
 log = logging.getLogger("albertkit")
-
-TOKENIZER_SUBDIR = "tokenizer"
 
 
 def load_run_model(run_dir: str | Path,
@@ -46,9 +45,14 @@ def load_run_model(run_dir: str | Path,
     cfg_path = run_dir / "config.yaml"
     if not cfg_path.is_file():
         raise ConfigError(f"{run_dir}: not an albertkit run (no config.yaml)")
-    cfg = TrainerConfig.from_yaml(
-        cfg_path, values={"run_dir": str(run_dir), "model.load_from": None}
-    )
+    raw = load_yaml(cfg_path)
+    values: dict[str, Any] = {"run_dir": str(run_dir), "model.load_from": None}
+    data = raw.get("data")
+    if isinstance(data, dict) and TASK_OF_KIND.get(data.get("kind")) not in (None, "pretraining") \
+            and data.get("tokenizer") is None:
+        # fine-tuned with the tokenizer of its model.load_from: the run keeps a copy
+        values["data.tokenizer"] = str(run_dir / TOKENIZER_SUBDIR)
+    cfg = TrainerConfig.from_dict(raw, source=str(cfg_path), values=values)
     spec = AlbertSpec.model_validate_json((run_dir / "model_spec.json").read_text())
     ckpt = CheckpointManager(run_dir / "checkpoints").select(checkpoint)
     if ckpt is None:
@@ -61,8 +65,16 @@ def load_run_model(run_dir: str | Path,
 
 
 def run_tokenizer_dir(run_dir: Path) -> Path | None:
+    """The run's copy of its tokenizer (``run_dir/tokenizer``), or None (with a warning: the
+    export will carry none) when the run has none (synthetic data, or data whose tokenizer
+    was not found)."""
     tok = Path(run_dir) / TOKENIZER_SUBDIR
-    return tok if tok.is_dir() else None
+    if tok.is_dir():
+        return tok
+    log.warning("%s has no %s/ (synthetic data, or data whose tokenizer was not found): the "
+                "export carries no tokenizer, so fine-tuning from it needs data.tokenizer",
+                run_dir, TOKENIZER_SUBDIR)
+    return None
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path, format: str = "hf",

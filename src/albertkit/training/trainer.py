@@ -329,15 +329,21 @@ class AlbertTrainer:
 
     def _snapshot_tokenizer(self, run: Run, data: TaskData) -> None:
         """Copy the run's tokenizer into ``run_dir/tokenizer`` so the run is self-contained."""
+        from albertkit.data.tokenizer import TOKENIZER_FILES
+        from albertkit.data.tokenizer_match import TOKENIZER_SUBDIR
+
         src = data.tokenizer_dir
-        dst = self.run_dir / "tokenizer"
+        dst = self.run_dir / TOKENIZER_SUBDIR
         if src is None or not run.distributor.is_chief or dst.exists():
             return
         src = Path(src)
         tmp = self.run_dir / ".tokenizer.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        if src.is_dir():  # a tokenizer or Hugging Face model directory: not its weights
-            shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("*.safetensors*", "*.bin"))
+        if src.is_dir():  # a tokenizer or Hugging Face model directory: its tokenizer files
+            tmp.mkdir()
+            for name in sorted(TOKENIZER_FILES):
+                if (src / name).is_file():
+                    shutil.copy2(src / name, tmp / name)
         elif src.is_file():  # a bare spiece.model
             tmp.mkdir()
             shutil.copy2(src, tmp / "spiece.model")
