@@ -136,6 +136,36 @@ def test_valid_combinations_pass():
     )
 
 
+def test_spot_with_multiworker_on_several_gpus_is_refused_with_the_reason():
+    """A spot job resumes after each interruption; tf_multiworker with several GPUs per
+    worker cannot resume at its place in the data (docs/distributed.md, Known limits)."""
+    spot = {"spot": True, "checkpoint_s3_uri": "s3://bkt/c", "max_wait_seconds": 10**6}
+    multiworker = {"kind": "tf_multiworker"}
+    refused(
+        r"spot=true with distribution\.kind=tf_multiworker on ml\.p4d\.24xlarge \(8 GPUs per "
+        r"instance\): after an interruption such a job does not resume at its place in the "
+        r"training data .*; use distribution \{kind: horovod\}",
+        instance_type="ml.p4d.24xlarge", instance_count=2, distribution=multiworker, **spot,
+    )
+    refused(r"ml\.g5\.12xlarge \(4 GPUs", instance_type="ml.g5.12xlarge",
+            distribution=multiworker, **spot)
+    # the same job through to_sagemaker (the distribution from distributed.backend): one line
+    cfg = trainer_config(sm(instance_type="ml.g6.48xlarge", **spot),
+                         distributed={"backend": "tf_multiworker"})
+    with pytest.raises(ConfigError, match=r"sagemaker\.<root>: spot=true with distribution"):
+        smsubmit.to_sagemaker(cfg, instance_count=2)
+    # one GPU (or none) per worker resumes exactly; Horovod always does; without spot the
+    # job is not restarted by SageMaker
+    for ok in (
+        sm(instance_type="ml.g5.2xlarge", instance_count=4, distribution=multiworker, **spot),
+        sm(instance_type="ml.m5.xlarge", instance_count=2, distribution=multiworker, **spot),
+        sm(instance_type="ml.p4d.24xlarge", instance_count=2, distribution={"kind": "horovod"},
+           **spot),
+        sm(instance_type="ml.p4d.24xlarge", instance_count=2, distribution=multiworker),
+    ):
+        SageMakerConfig.model_validate(ok)
+
+
 def test_fsx_directory_path():
     spec = SageMakerConfig.model_validate(sm(inputs={"train": FSX}, **NET)).inputs["train"]
     assert spec.directory_path == "/abcdefgh/pretrain"

@@ -75,6 +75,12 @@ class TrainingError(AlbertkitError, RuntimeError):
     """Training cannot continue (for example the loss stayed non-finite)."""
 
 
+# --------------------------------------------------------------------------- environment
+class GpuDriverError(AlbertkitError, RuntimeError):
+    """The machine's NVIDIA driver is too old for the GPU code of the image (the message
+    names both versions), or the image's own description of that code is unreadable."""
+
+
 # --------------------------------------------------------------------------- tools
 class BenchmarkError(AlbertkitError, RuntimeError):
     """A benchmark that cannot run as asked (message names the option and the reason)."""

@@ -6,5 +6,7 @@
 * :mod:`albertkit.sagemaker.submit` -- submitting it and following the job;
 * :mod:`albertkit.sagemaker.entry_script` / :mod:`~albertkit.sagemaker.entrypoint` /
   :mod:`~albertkit.sagemaker.mpi_driver` -- the container side: the uploaded entry script,
-  the SM_* environment to a finished model, the per-host Horovod launcher.
+  the SM_* environment to a finished model, the per-host Horovod launcher;
+* :mod:`albertkit.sagemaker.gpu_driver` -- the NVIDIA driver the image's CUDA code needs,
+  checked by the entry point before any data, model or TensorFlow work.
 """

@@ -610,6 +610,25 @@ class SageMakerConfig(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _spot_resumes_exactly(self) -> SageMakerConfig:
+        """A spot job resumes after every interruption, so it must resume exactly: a
+        multi-worker job with several GPUs per worker does not (docs/distributed.md, "Known
+        limits")."""
+        dist = self.distribution
+        spec = instance_spec(self.instance_type)
+        if (self.spot and dist is not None and dist.kind == "tf_multiworker"
+                and spec is not None and spec.gpus > 1):
+            raise ValueError(
+                f"spot=true with distribution.kind=tf_multiworker on {self.instance_type} "
+                f"({spec.gpus} GPUs per instance): after an interruption such a job does not "
+                "resume at its place in the training data (the checkpoint's data position "
+                "counts one replica per worker, each worker here feeds "
+                f"{spec.gpus}); use distribution {{kind: horovod}} (one process per GPU, "
+                "resumes exactly), or spot=false"
+            )
+        return self
+
     # ------------------------------------------------------------------ derived
     @property
     def processes_per_host(self) -> int:

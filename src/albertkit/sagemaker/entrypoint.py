@@ -17,6 +17,11 @@ once per host, or under ``mpirun`` once per GPU for Horovod. This module then:
 4. trains, then (chief only) writes the model in albertkit and Hugging Face formats to
    ``SM_MODEL_DIR`` (``model.tar.gz``) and the summary to ``SM_OUTPUT_DATA_DIR``.
 
+Between steps 2 and 3, before any data is read, a model built or TensorFlow imported, the
+instance's NVIDIA driver is checked against the CUDA code the job loads
+(:mod:`albertkit.sagemaker.gpu_driver`): a driver too old fails the job at once, in one line
+that SageMaker also shows as the job's FailureReason.
+
 Everything is parameterised by ``root_dir`` (default ``/opt/ml``) and an ``environ`` mapping,
 so tests run it in a temporary directory laid out like ``/opt/ml``.
 
@@ -58,9 +63,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from albertkit.config import ConfigError, TrainerConfig, apply_overrides
+from albertkit.errors import GpuDriverError
 from albertkit.fileio import read_json
 from albertkit.sagemaker.cluster import SageMakerCluster, read_sagemaker_cluster
 from albertkit.sagemaker.config import CONFIG_HYPERPARAMETER, MULTIWORKER_PORT, SageMakerConfig
+from albertkit.sagemaker.gpu_driver import check_driver
 from albertkit.sagemaker.plan import CONFIG_FILE, path_under
 from albertkit.sagemaker.wire import config_path, hyperparameter_text
 
@@ -346,10 +353,14 @@ def main(
     environ = os.environ if environ is None else environ
     try:
         env = read_container_env(environ, root_dir, argv)
+        # before the data, the model or TensorFlow: an NVIDIA driver too old for the CUDA code
+        # this job loads fails here in one line, not at its first kernel launch (only the
+        # horovod backend loads Horovod's kernels, whose CUDA may need a newer driver)
+        check_driver(environ, horovod=container_config(env).distributed.backend == "horovod")
         start_tensorflow(quiet=False)  # lean; a job's log keeps TensorFlow's own lines
         with registered_trainer(environ):
             return run(env)
-    except ConfigError as e:
+    except (ConfigError, GpuDriverError) as e:
         log.error("%s", e)
         failure = Path(root_dir) / "output" / "failure"
         try:
