@@ -17,8 +17,9 @@
 # Checks inside the built image: TensorFlow imports; horovod.tensorflow imports with
 # nccl_built() and mpi_built() true (the NCCL/CUDA library loads without a GPU); mpi4py and
 # paramiko import; /etc/albertkit/image-info.json records the CUDA release Horovod's kernels
-# were compiled with, TensorFlow's CUDA/cuDNN build versions and the Horovod version;
-# `albertkit --help` works; no SSH private key is in the image.
+# were compiled with, TensorFlow's CUDA/cuDNN build versions and the Horovod version, and
+# `python -m albertkit.sagemaker.gpu_driver --report` prints the minimum NVIDIA driver they
+# need; `albertkit --help` works; no SSH private key is in the image.
 #
 # Options:
 #   --tag NAME        image name                                  (default: albertkit:latest)
@@ -186,6 +187,8 @@ keys = ("horovod_cuda_version", "tensorflow_cuda_version", "tensorflow_cudnn_ver
 assert all(info.get(k) for k in keys), f"/etc/albertkit/image-info.json lacks {keys}: {info}"
 assert info["horovod_version"] == horovod.__version__, info
 print("image-info.json:", ", ".join(f"{k}={info[k]}" for k in keys))
+# the CUDA releases the image was built with and the NVIDIA driver they need
+subprocess.run([sys.executable, "-m", "albertkit.sagemaker.gpu_driver", "--report"], check=True)
 subprocess.run(["albertkit", "--help"], check=True, stdout=subprocess.DEVNULL)
 print("albertkit --help: ok")
 keys = [p for p in ("/root/.ssh/id_rsa", "/root/.ssh/id_ed25519", "/root/.ssh/id_ecdsa")

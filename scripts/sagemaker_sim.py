@@ -381,6 +381,7 @@ def _sagemaker_section(job: str, count: int) -> dict:
 def chain_files(args: argparse.Namespace) -> int:
     """The user's files: corpus, SQuAD files and the two job configs (YAML)."""
     import pydoc_data.topics
+
     import yaml
 
     root = Path(args.work).resolve() / CHAIN
