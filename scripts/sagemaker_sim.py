@@ -427,13 +427,13 @@ def chain_files(args: argparse.Namespace) -> int:
                                                    "path_in_config": "tokenizer"}
     # 2. SQuAD: examples/configs/sagemaker_finetune_squad.yaml, tiny; the model channel is the
     #    hf/ directory of the pretraining job's model.tar.gz unpacked to S3, and the tokenizer
-    #    is that same directory: no other model or tokenizer input
+    #    is the one in that directory: no other model or tokenizer input
     ft = {
         "run_dir": "runs/chain-squad",
         "model": {"size": "tiny", "load_from": "pretrained/chain"},
         "data": {"kind": "squad", "version": "2.0",
                  "train_file": "data/squad/train-v2.0.json",
-                 "eval_file": "data/squad/dev-v2.0.json", "tokenizer": "pretrained/chain",
+                 "eval_file": "data/squad/dev-v2.0.json",
                  "max_seq_length": 64, "doc_stride": 24, "max_query_length": 16},
         "optimizer": {"kind": "adamw", "learning_rate": 1e-3,
                       "schedule": {"warmup_fraction": 0.1}},
@@ -448,6 +448,8 @@ def chain_files(args: argparse.Namespace) -> int:
                           "model": {"kind": "s3", "uri": f"s3://{{bucket}}/{MODEL_PREFIX}/hf",
                                     "path_in_config": "pretrained/chain"}}},
     }
+    if args.tokenizer_from == "channel":
+        ft["data"]["tokenizer"] = "pretrained/chain"  # the HF directory's tokenizer files
     for name, cfg in (("pretrain.yaml", pre), ("squad.yaml", ft)):
         (root / name).write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
     print(f"wrote {root}/corpus.txt, data/squad/*.json, pretrain.yaml, squad.yaml "
@@ -565,10 +567,10 @@ def chain_check(args: argparse.Namespace) -> int:
         need(same, "the model channel's files are byte-identical to hf/ of the pretraining "
                    "job's model.tar.gz")
         data = resolved.get("data", {})
-        need(data.get("tokenizer") == "/opt/ml/input/data/model"
+        need(data.get("tokenizer") in (None, "/opt/ml/input/data/model")
              and resolved.get("model", {}).get("load_from") == "/opt/ml/input/data/model",
              f"in the job: model.load_from={resolved.get('model', {}).get('load_from')}, "
-             f"data.tokenizer={data.get('tokenizer')} (both the artifact's hf/)")
+             f"data.tokenizer={data.get('tokenizer')} (unset: the model's own)")
         run_tok = master / "checkpoints" / "tokenizer" / "spiece.model"
         need(run_tok.is_file() and _sha(run_tok) == _sha(tokenizer),
              "the run's tokenizer (run_dir/tokenizer) is the prepared data's")
@@ -622,8 +624,9 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--max-steps", type=int, default=MAX_STEPS)
     f.add_argument("--squad-steps", type=int, default=20)
     f.add_argument("--tokenizer-from", choices=["manifest", "channel"], default="manifest",
-                   help="manifest: the configs name no tokenizer (the prepared data's travels); "
-                        "channel: data.tokenizer + a tokenizer input channel")
+                   help="manifest: the configs name no tokenizer (the prepared data's travels "
+                        "with it and the model); channel: data.tokenizer + a tokenizer input "
+                        "channel, and the SQuAD config names the model's directory")
     f.set_defaults(func=chain_files)
     s = sub.add_parser("chain-stage", help="(e) stage the pretraining or the SQuAD job")
     s.add_argument("--work", required=True)

@@ -325,9 +325,10 @@ if want e; then
     tar -C "$WORK/chain-squad/algo-1/opt/ml/model" -czf "$CH/squad-model.tar.gz" .
     rm -rf "$CH/squad-model" "$CH/exported"; mkdir -p "$CH/squad-model"
     timed untar tar -xzf squad-model.tar.gz -C squad-model || return
+    local tok=()  # channel: the tokenizer is named, as before it travelled with the model
+    [[ "$CHAIN_TOKENIZER" == channel ]] && tok=(--set data.tokenizer=squad-model/albertkit/tokenizer)
     timed evaluate "${AK[@]}" evaluate --config squad.yaml --run-dir squad-model/albertkit \
-      --set model.load_from=squad-model/albertkit \
-      --set data.tokenizer=squad-model/albertkit/tokenizer || return
+      --set model.load_from=squad-model/albertkit "${tok[@]}" || return
     timed official-metric "${AK[@]}" evaluate-squad data/squad/dev-v2.0.json \
       squad-model/albertkit/squad_eval/predictions.json \
       --na-prob-file squad-model/albertkit/squad_eval/null_odds.json || return
