@@ -4,8 +4,8 @@
 # namespace, joined by veth pairs on a bridge that lives in a third namespace (the host's
 # network is never touched; the only addresses are the containers' own 10.213.0.0/24).
 #
-#   sudo scripts/simulate_sagemaker.sh                   # (a)-(d), about 20-30 min on 2 cores
-#   sudo scripts/simulate_sagemaker.sh --only a,c        # a subset
+#   sudo scripts/simulate_sagemaker.sh                   # (a)-(e), about 25-40 min on 2 cores
+#   sudo scripts/simulate_sagemaker.sh --only a,c        # a subset (--only e: the chain)
 #
 # Needs: root (namespaces, mounts), buildah with the image built by scripts/build_image.sh,
 # and a Python environment with albertkit[test] (SageMaker SDK v3, moto) for the host side:
