@@ -303,7 +303,7 @@ if want e; then
     timed tokenizer "${AK[@]}" train-tokenizer corpus.txt --out tokenizer --vocab-size 600 || return
     timed prepare-data "${AK[@]}" prepare-data corpus.txt --tokenizer tokenizer \
       --out data/pretrain --seq-length 64 --max-predictions-per-seq 8 --dupe-factor 2 \
-      --eval-fraction 0.05 --num-workers 1 --no-progress || return
+      --eval-fraction 0.2 --num-workers 1 --no-progress || return
     timed stage-pretrain "${sim[@]}" chain-stage --work "$WORK" --job pretrain || return
     local t0; t0=$(date +%s)
     run_job chain-pretrain
