@@ -30,7 +30,9 @@
 #                     as a build secret, never stored in the image    (default: $PIP_CERT)
 #   --jobs N          parallel compile jobs for Horovod                       (default: 2)
 #   --layers          buildah: cache one layer per instruction (default with overlay storage;
-#                     off with vfs, where each layer is a full copy of the file system)
+#                     off with vfs, where each layer is a full copy of the file system, and
+#                     buildah keeps a working container, another full copy, per instruction
+#                     until the build ends: with vfs, --layers needs about 80 GB free)
 #   --check-only      skip the build, check an existing image
 #   -h, --help        this text
 #
