@@ -30,6 +30,12 @@
 #   HOROVOD_WHEEL_CACHE  folder of CPU wheels built earlier, one per TensorFlow/Python/flags key
 #                   (default ~/.cache/albertkit/horovod-wheels; 0 turns it off)
 #   --verify        afterwards run `horovodrun -np 2 --gloo` on a two-rank all-reduce (CPU)
+#   --info FILE     after a successful build, write what it was built with to FILE as JSON
+#                   (HOROVOD_BUILD_INFO): horovod_version, horovod_cuda_version (the release
+#                   of the nvcc that compiled Horovod's CUDA kernels; null without --gpu),
+#                   tensorflow_cuda_version and tensorflow_cudnn_version (TensorFlow's own
+#                   build, tf.sysconfig.get_build_info(); null for a CPU TensorFlow). The
+#                   image keeps it as /etc/albertkit/image-info.json
 #   -h, --help      this text
 #
 # GPU builds are patched for TensorFlow >= 2.18, whose shared objects no longer define
@@ -51,6 +57,8 @@ GPU="${HOROVOD_BUILD_GPU:-0}"
 MPI="${HOROVOD_BUILD_MPI:-0}"
 FORCE=0
 VERIFY=0
+INFO="${HOROVOD_BUILD_INFO:-}"
+NVCC=""   # the CUDA compiler of a --gpu build, for --info
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 die() { echo "build_horovod.sh: error: $*" >&2; exit 1; }
@@ -63,6 +71,8 @@ while [[ $# -gt 0 ]]; do
     --mpi) MPI=1; shift ;;
     --force) FORCE=1; shift ;;
     --verify) VERIFY=1; shift ;;
+    --info) [[ $# -ge 2 ]] || die "--info needs a file"; INFO="$2"; shift 2 ;;
+    --info=*) INFO="${1#*=}"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -93,6 +103,39 @@ print(f"rank {hvd.rank()}/{hvd.size()}: allreduce ok ({float(total[0])})", flush
 EOF
   echo "build_horovod.sh: verifying: horovodrun -np 2 --gloo (CPU)"
   CUDA_VISIBLE_DEVICES="" timeout 180 "$hvdrun" -np 2 -H localhost:2 --gloo "$PY" "$probe"
+}
+
+# --------------------------------------------------------------------------- build record
+write_info() {
+  # nvcc --version ends with "Cuda compilation tools, release 13.0, V13.0.88" + a build line
+  local cuda=""
+  if [[ -n "$NVCC" ]]; then
+    cuda="$("$NVCC" --version | sed -n 's/.*release [0-9.]*, V\([0-9][0-9.]*\).*/\1/p' | head -n1)"
+    [[ -n "$cuda" ]] || die "--info: cannot read the release from $NVCC --version"
+  fi
+  mkdir -p "$(dirname "$INFO")"
+  "$PY" - "$INFO" "$cuda" <<'INFO'
+import json, os, sys
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import horovod
+import tensorflow as tf
+
+path, cuda = sys.argv[1], sys.argv[2]
+build = tf.sysconfig.get_build_info()
+info = {
+    "horovod_version": horovod.__version__,
+    "horovod_cuda_version": cuda or None,
+    "tensorflow_version": tf.__version__,
+    "tensorflow_cuda_version": build.get("cuda_version"),
+    "tensorflow_cudnn_version": build.get("cudnn_version"),
+}
+tmp = f"{path}.partial"
+with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(info, f, indent=2)
+    f.write("\n")
+os.replace(tmp, path)
+print(f"build_horovod.sh: build record {path}: {json.dumps(info)}")
+INFO
 }
 
 if [[ "$FORCE" != 1 ]] && "$PY" -c "import horovod.tensorflow" >/dev/null 2>&1; then
@@ -212,6 +255,12 @@ if [[ "$GPU" == 1 ]]; then
     CUDA_RUNTIME=Shared
     echo "build_horovod.sh: CUDA from the nvidia-* wheels: $("$CUDA_TREE/bin/nvcc" --version | tail -n1)"
   fi
+  # the compiler CMake's CUDA language check picks: HOROVOD_CUDA_HOME's, else nvcc on PATH
+  if [[ -n "${HOROVOD_CUDA_HOME:-}" && -x "$HOROVOD_CUDA_HOME/bin/nvcc" ]]; then
+    NVCC="$HOROVOD_CUDA_HOME/bin/nvcc"
+  else
+    NVCC="$(command -v nvcc || true)"
+  fi
   "$PY" -m pip download --no-deps --no-binary :all: --no-cache-dir -q -d "$SRC" "horovod==$HOROVOD_VERSION"
   tar -xzf "$SRC/horovod-$HOROVOD_VERSION.tar.gz" -C "$SRC"
   HVD_SRC="$SRC/horovod-$HOROVOD_VERSION"
@@ -278,6 +327,7 @@ if [[ "$GPU" != 1 && "$CACHE_ROOT" != 0 ]]; then
     if "$PY" -m pip install -q --no-cache-dir --force-reinstall --no-deps "$cached" \
         && "$PY" -c "import horovod.tensorflow" >/dev/null 2>&1; then
       echo "build_horovod.sh: horovod==$HOROVOD_VERSION installed from the wheel cache ($CACHE_ROOT)"
+      if [[ -n "$INFO" ]]; then write_info; fi
       if [[ "$VERIFY" == 1 ]]; then verify; fi
       exit 0
     fi
@@ -311,5 +361,7 @@ $missing"
 fi
 echo "build_horovod.sh: built and installed horovod==$HOROVOD_VERSION in $((SECONDS - start)) s"
 "$BIN_DIR/horovodrun" --check-build || true
+
+if [[ -n "$INFO" ]]; then write_info; fi
 
 if [[ "$VERIFY" == 1 ]]; then verify; fi

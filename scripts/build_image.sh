@@ -16,7 +16,10 @@
 #
 # Checks inside the built image: TensorFlow imports; horovod.tensorflow imports with
 # nccl_built() and mpi_built() true (the NCCL/CUDA library loads without a GPU); mpi4py and
-# paramiko import; `albertkit --help` works; no SSH private key is in the image.
+# paramiko import; /etc/albertkit/image-info.json records the CUDA release Horovod's kernels
+# were compiled with, TensorFlow's CUDA/cuDNN build versions and the Horovod version, and
+# `python -m albertkit.sagemaker.gpu_driver --report` prints the minimum NVIDIA driver they
+# need; `albertkit --help` works; no SSH private key is in the image.
 #
 # Options:
 #   --tag NAME        image name                                  (default: albertkit:latest)
@@ -27,7 +30,9 @@
 #                     as a build secret, never stored in the image    (default: $PIP_CERT)
 #   --jobs N          parallel compile jobs for Horovod                       (default: 2)
 #   --layers          buildah: cache one layer per instruction (default with overlay storage;
-#                     off with vfs, where each layer is a full copy of the file system)
+#                     off with vfs, where each layer is a full copy of the file system, and
+#                     buildah keeps a working container, another full copy, per instruction
+#                     until the build ends: with vfs, --layers needs about 80 GB free)
 #   --check-only      skip the build, check an existing image
 #   -h, --help        this text
 #
@@ -177,6 +182,15 @@ print("tensorflow", tf.__version__, "| horovod", horovod.__version__,
       "| nccl_built", hvd.nccl_built(), "| mpi_built", hvd.mpi_built(), "| cuda_built", hvd.cuda_built())
 assert hvd.nccl_built(), "horovod was built without NCCL"
 assert hvd.mpi_built(), "horovod was built without MPI"
+import json
+info = json.load(open("/etc/albertkit/image-info.json", encoding="utf-8"))
+keys = ("horovod_cuda_version", "tensorflow_cuda_version", "tensorflow_cudnn_version",
+        "horovod_version")
+assert all(info.get(k) for k in keys), f"/etc/albertkit/image-info.json lacks {keys}: {info}"
+assert info["horovod_version"] == horovod.__version__, info
+print("image-info.json:", ", ".join(f"{k}={info[k]}" for k in keys))
+# the CUDA releases the image was built with and the NVIDIA driver they need
+subprocess.run([sys.executable, "-m", "albertkit.sagemaker.gpu_driver", "--report"], check=True)
 subprocess.run(["albertkit", "--help"], check=True, stdout=subprocess.DEVNULL)
 print("albertkit --help: ok")
 keys = [p for p in ("/root/.ssh/id_rsa", "/root/.ssh/id_ed25519", "/root/.ssh/id_ecdsa")

@@ -4,8 +4,8 @@
 # namespace, joined by veth pairs on a bridge that lives in a third namespace (the host's
 # network is never touched; the only addresses are the containers' own 10.213.0.0/24).
 #
-#   sudo scripts/simulate_sagemaker.sh                   # (a)-(d), about 20-30 min on 2 cores
-#   sudo scripts/simulate_sagemaker.sh --only a,c        # a subset
+#   sudo scripts/simulate_sagemaker.sh                   # (a)-(e), about 25-40 min on 2 cores
+#   sudo scripts/simulate_sagemaker.sh --only a,c        # a subset (--only e: the chain)
 #
 # Needs: root (namespaces, mounts), buildah with the image built by scripts/build_image.sh,
 # and a Python environment with albertkit[test] (SageMaker SDK v3, moto) for the host side:
@@ -29,11 +29,21 @@
 #       does): a checkpoint is written and both exit within SageMaker's 120 s grace period;
 #       the job started again on the synced checkpoints resumes and ends with weights
 #       bit-identical to the uninterrupted run (a)
+#   (e) the acceptance chain, as the docs tell users, in the project directory WORK/chain:
+#       `albertkit train-tokenizer` + `albertkit prepare-data` -> a pretraining job (Horovod
+#       over MPI, 2 hosts) -> its /opt/ml/model as model.tar.gz, unpacked to (moto's) S3 ->
+#       a SQuAD v2.0 job on 1 host whose only model input is that artifact's hf/ (the
+#       tokenizer included) -> `albertkit evaluate` (official metric) and `albertkit
+#       evaluate-squad` on the downloaded artifact -> `albertkit export`; every command is
+#       timed into WORK/chain/times.tsv
 #
 # Options:
 #   --image NAME   training image                           (default: albertkit:latest)
 #   --work DIR     staging and results                      (default: /var/tmp/albertkit-sim)
-#   --only LIST    comma-separated subset of a,b,c,d        (default: all; c rides on a)
+#   --only LIST    comma-separated subset of a,b,c,d,e      (default: all; c rides on a)
+#   CHAIN_TOKENIZER=manifest|channel  (e): whether the pretraining config names no tokenizer
+#                  (the prepared data's travels with it; the default) or data.tokenizer plus
+#                  a `tokenizer` input channel
 #   --python PATH  host Python with albertkit[test]         (default: python3)
 #   --timeout S    limit for one job run                    (default: 1800)
 #   -h, --help     this text
@@ -43,7 +53,8 @@ REPO="$PWD"
 
 IMAGE="albertkit:latest"
 WORK="/var/tmp/albertkit-sim"
-ONLY="a,b,c,d"
+ONLY="a,b,c,d,e"
+CHAIN_TOKENIZER="${CHAIN_TOKENIZER:-manifest}"
 PY="${PYTHON:-python3}"
 RUN_TIMEOUT=1800
 GRACE=120          # SageMaker: SIGKILL 120 s after SIGTERM
@@ -165,19 +176,22 @@ start_host() {
 # wait_hosts RUN [DEADLINE_S]: wait for both containers; print their exit codes; kill on timeout
 wait_hosts() {
   local run="$1" limit="${2:-$RUN_TIMEOUT}" start=$SECONDS i
+  local n; n="$(wc -l <"$WORK/$run/hosts" 2>/dev/null || echo 2)"
+  local ids; ids=($(seq 1 "$n"))
   while :; do
     local alive=0
-    for i in 1 2; do kill -0 "${PID_HOST[$i]}" 2>/dev/null && alive=1; done
+    for i in "${ids[@]}"; do kill -0 "${PID_HOST[$i]}" 2>/dev/null && alive=1; done
     [[ $alive -eq 0 ]] && break
     if (( SECONDS - start > limit )); then
       say "$run: still running after ${limit}s: SIGKILL"
-      for i in 1 2; do kill -9 "${PID1[$i]}" 2>/dev/null || true; done
+      for i in "${ids[@]}"; do kill -9 "${PID1[$i]}" 2>/dev/null || true; done
       sleep 2
       break
     fi
     sleep 1
   done
-  for i in 1 2; do
+  EXIT[2]=0  # a one-host job has no algo-2
+  for i in "${ids[@]}"; do
     local code=0
     wait "${PID_HOST[$i]}" || code=$?
     EXIT[$i]=$code
@@ -185,12 +199,12 @@ wait_hosts() {
 }
 
 declare -A EXIT
-run_job() {
-  local name="$1"
-  say "($name) starting algo-1 and algo-2"
+run_job() {  # run_job NAME: every host the staged request has (WORK/NAME/hosts)
+  local name="$1" n i
+  n="$(wc -l <"$WORK/$name/hosts" 2>/dev/null || echo 2)"
+  say "($name) starting $(paste -sd' ' "$WORK/$name/hosts" 2>/dev/null || echo algo-1 algo-2)"
   local start=$SECONDS
-  start_host "$name" 1
-  start_host "$name" 2
+  for i in $(seq 1 "$n"); do start_host "$name" "$i"; done
   wait_hosts "$name"
   say "($name) exit codes algo-1=${EXIT[1]} algo-2=${EXIT[2]} after $((SECONDS - start)) s"
 }
@@ -259,6 +273,71 @@ if want d; then
   grep -q "resum" "$WORK/resumed/algo-1.log" || say "(resumed) note: no 'resum' line in the log"
   check resumed --expect completed --same-as horovod || status=1
   result "(d) SIGTERM -> checkpoint + exit in ${took} s (< ${GRACE} s); restart resumed, final weights bit-identical to (a)" $status
+fi
+
+# --------------------------------------------------------------------------- (e)
+# The acceptance chain, driven as the docs tell users, in the user's project directory
+# $WORK/chain: each command is printed and timed into $WORK/chain/times.tsv.
+if want e; then
+  CH="$WORK/chain"
+  mkdir -p "$CH"
+  TIMES="$CH/times.tsv"
+  printf 'stage\tseconds\tresult\tcommand\n' >"$TIMES"
+  status=0
+  # timed LABEL CMD...: run CMD (in $CH), log it, record its time and exit code
+  timed() {
+    local label="$1"; shift
+    local t0 code=0
+    t0=$(date +%s)
+    say "(e) [$label] \$ $*"
+    (cd "$CH" && "$@") >"$CH/$label.log" 2>&1 || code=$?
+    tail -n 25 "$CH/$label.log" | sed 's/^/    /'
+    printf '%s\t%s\t%s\t%s\n' "$label" "$(( $(date +%s) - t0 ))" "$code" "$*" >>"$TIMES"
+    [[ $code -eq 0 ]] || { status=1; say "(e) [$label] failed ($code): $CH/$label.log"; }
+    return $code
+  }
+  AK=("$PY" -m albertkit.cli)   # the `albertkit` command of this checkout
+  sim=("$PY" "$REPO/scripts/sagemaker_sim.py")
+  run_chain() {
+    timed files "${sim[@]}" chain-files --work "$WORK" --tokenizer-from "$CHAIN_TOKENIZER" || return
+    timed tokenizer "${AK[@]}" train-tokenizer corpus.txt --out tokenizer --vocab-size 600 || return
+    timed prepare-data "${AK[@]}" prepare-data corpus.txt --tokenizer tokenizer \
+      --out data/pretrain --seq-length 64 --max-predictions-per-seq 8 --dupe-factor 2 \
+      --eval-fraction 0.2 --num-workers 1 --no-progress || return
+    timed stage-pretrain "${sim[@]}" chain-stage --work "$WORK" --job pretrain || return
+    local t0; t0=$(date +%s)
+    run_job chain-pretrain
+    printf '%s\t%s\t%s\t%s\n' job-pretrain "$(( $(date +%s) - t0 ))" "${EXIT[1]}/${EXIT[2]}" \
+      "2 containers: the request's ContainerEntrypoint + ContainerArguments" >>"$TIMES"
+    [[ "${EXIT[1]}" -eq 0 && "${EXIT[2]}" -eq 0 ]] || { status=1; return 1; }
+    timed check-pretrain "${sim[@]}" chain-check --work "$WORK" --job pretrain || return
+    # what SageMaker uploads at the end of the job: /opt/ml/model as model.tar.gz
+    timed model-tar tar -C "$WORK/chain-pretrain/algo-1/opt/ml/model" -czf model.tar.gz . || return
+    timed stage-squad "${sim[@]}" chain-stage --work "$WORK" --job squad \
+      --artifact model.tar.gz || return
+    t0=$(date +%s)
+    run_job chain-squad
+    printf '%s\t%s\t%s\t%s\n' job-squad "$(( $(date +%s) - t0 ))" "${EXIT[1]}" \
+      "1 container: the request's ContainerEntrypoint + ContainerArguments" >>"$TIMES"
+    [[ "${EXIT[1]}" -eq 0 ]] || { status=1; return 1; }
+    timed check-squad "${sim[@]}" chain-check --work "$WORK" --job squad || return
+    # the user's machine: the SQuAD job's model.tar.gz, evaluated and exported
+    tar -C "$WORK/chain-squad/algo-1/opt/ml/model" -czf "$CH/squad-model.tar.gz" .
+    rm -rf "$CH/squad-model" "$CH/exported"; mkdir -p "$CH/squad-model"
+    timed untar tar -xzf squad-model.tar.gz -C squad-model || return
+    local tok=()  # channel: the tokenizer is named, as before it travelled with the model
+    [[ "$CHAIN_TOKENIZER" == channel ]] && tok=(--set data.tokenizer=squad-model/albertkit/tokenizer)
+    timed evaluate "${AK[@]}" evaluate --config squad.yaml --run-dir squad-model/albertkit \
+      --set model.load_from=squad-model/albertkit "${tok[@]}" || return
+    timed official-metric "${AK[@]}" evaluate-squad data/squad/dev-v2.0.json \
+      squad-model/albertkit/squad_eval/predictions.json \
+      --na-prob-file squad-model/albertkit/squad_eval/null_odds.json || return
+    timed export "${AK[@]}" export --format hf squad-model/albertkit exported/albert-squad || return
+    timed check-local "${sim[@]}" chain-check-local --work "$WORK" || return
+  }
+  run_chain || status=1
+  column -t -s $'\t' "$TIMES" | sed 's/^/    /'
+  result "(e) the chain: prepare-data -> Horovod pretraining job (2 hosts) -> model.tar.gz -> SQuAD job (1 host, model and tokenizer from that artifact only) -> official metric -> export" $status
 fi
 
 say "wall time $((SECONDS - T0)) s; logs and /opt/ml trees in $WORK"
