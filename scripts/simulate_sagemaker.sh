@@ -280,7 +280,9 @@ fi
 # $WORK/chain: each command is printed and timed into $WORK/chain/times.tsv.
 if want e; then
   CH="$WORK/chain"
-  mkdir -p "$CH"
+  # a fresh project each time: the chain's own earlier files (prepared data that names its
+  # tokenizer) would make train-tokenizer refuse, as it should for a user
+  rm -rf "$CH"; mkdir -p "$CH"
   TIMES="$CH/times.tsv"
   printf 'stage\tseconds\tresult\tcommand\n' >"$TIMES"
   status=0
