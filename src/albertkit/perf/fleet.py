@@ -383,12 +383,15 @@ def _ranged(mid: float | None, low: float | None, high: float | None, digits: in
     return f"{_num(mid, digits)} ({_num(low, digits)}-{_num(high, digits)})"
 
 
-def _batch_cell(e: FleetEstimate) -> str:
+def _batch_cell(e: FleetEstimate, global_batch: int) -> str:
     if not e.largest_micro_batch:
         return "does not fit" if e.usable_gib is not None else "-"
     if e.config_micro_batch_fits:
         return f"{e.micro_batch} x {e.accumulation} (largest: {e.largest_micro_batch})"
-    return f"{e.micro_batch} x {e.accumulation} ({e.config_micro_batch} does not fit)"
+    per_gpu = global_batch // e.gpus
+    why = "does not fit" if per_gpu % e.config_micro_batch == 0 else (
+        f"does not divide {per_gpu} per GPU")
+    return f"{e.micro_batch} x {e.accumulation} ({e.config_micro_batch} {why})"
 
 
 def format_fleet_plan(plan: FleetPlan) -> str:
@@ -409,7 +412,7 @@ def format_fleet_plan(plan: FleetPlan) -> str:
             spot = f"{_num(e.cost_spot)} ({_num(e.spot_hours, 1)} h, {e.spot_interruptions:.1f})"
         eff = f"{100 * e.scaling_efficiency:.0f}%" if e.scaling_efficiency is not None else "-"
         lines.append(
-            f"| {e.instance_type} x {e.instances} | {e.gpus} x {e.gpu or '-'} | {_batch_cell(e)} "
+            f"| {e.instance_type} x {e.instances} | {e.gpus} x {e.gpu or '-'} | {_batch_cell(e, c['global_batch_size'])} "
             f"| {_ranged(e.step_s, e.step_s_low, e.step_s_high, 3)} | {eff} "
             f"| {_ranged(e.hours, e.hours_low, e.hours_high, 1)} "
             f"| {_ranged(e.cost_on_demand, e.cost_on_demand_low, e.cost_on_demand_high, 0)} "

@@ -80,6 +80,16 @@ def config_shape(cfg: TrainerConfig) -> tuple[str, int | None, str]:
     return cfg.model.size, seq, cfg.runtime.precision
 
 
+# The architecture fields a step's time depends on (dropout rates, for one, do not).
+_SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+                 "num_hidden_groups", "num_attention_heads", "intermediate_size",
+                 "inner_group_num")
+
+
+def _shape(spec: Any) -> tuple[Any, ...]:
+    return tuple(getattr(spec, f) for f in _SHAPE_FIELDS)
+
+
 def parse_measured(text: str, cfg: TrainerConfig, base: Path | None = None) -> list[Measurement]:
     """Measurements from one ``--measured`` value: ``INSTANCE[:COUNT]=VALUE`` or a rates file."""
     if "=" not in text:
@@ -121,7 +131,7 @@ def benchmark_measurement(path: Path, instance_type: str, cfg: TrainerConfig) ->
     result = BenchmarkResult.read(path)
     s = result.settings
     size, seq, precision = config_shape(cfg)
-    if result.spec != cfg.model.spec:
+    if _shape(result.spec) != _shape(cfg.model.spec):
         raise BenchmarkError(f"{path}: measured model size {s.size!r} "
                              f"(hidden_size={result.spec.hidden_size}, "
                              f"num_hidden_layers={result.spec.num_hidden_layers}); the config "
@@ -156,7 +166,7 @@ def run_measurement(path: Path, instance_type: str, count: int,
         if a != b:
             raise BenchmarkError(f"{config_file}: the run trained {name}={a}; the config "
                                  f"trains {b}")
-    if run_cfg.model.spec != cfg.model.spec:
+    if _shape(run_cfg.model.spec) != _shape(cfg.model.spec):
         raise BenchmarkError(f"{config_file}: the run's model differs from the config's "
                              "(model overrides)")
     if run_cfg.runtime.global_batch_size != cfg.runtime.global_batch_size:
