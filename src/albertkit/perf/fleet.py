@@ -239,6 +239,14 @@ def _usable_micro_batch(cfg: TrainerConfig, fleet: Fleet) -> dict[str, Any]:
     return out
 
 
+def step_time(sequences_per_replica: float, replica_sequences_per_s: float,
+              allreduce_s: float) -> tuple[float, float]:
+    """(step seconds, its compute seconds): each replica computes its sequences at its
+    measured or estimated rate, then the all-reduce (which does not overlap) is added."""
+    compute = sequences_per_replica / replica_sequences_per_s
+    return compute + allreduce_s, compute
+
+
 def _gpu_rate(cfg: TrainerConfig, m: Measurement, link_efficiency: float) -> float:
     """Sequences/s of one GPU's compute, from a measurement (see the module docstring)."""
     if m.instances is None:
@@ -292,7 +300,7 @@ def plan_fleet(cfg: TrainerConfig, fleet: Fleet, measured: Sequence[Measurement]
                              link_efficiency=link_efficiency)
     m = _pick(measured, fleet)
     if m is not None:
-        compute = per_gpu / _gpu_rate(cfg, m, link_efficiency)
+        _, compute = step_time(per_gpu, _gpu_rate(cfg, m, link_efficiency), comm)
         low = high = compute
         row.update(basis="measured", source=m.source if m.instances in (None, fleet.count)
                    else f"{m.source} on {m.instance_type}:{m.instances}, scaled")
