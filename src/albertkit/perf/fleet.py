@@ -40,7 +40,7 @@ Example (the reference's p3dn fleet from its measured 1.72 it/s):
     ...                 "max_steps": 125000, "precision": "mixed_float16"}})
     >>> plan = plan_fleets(cfg, "ml.p3dn.24xlarge:8", measured=["ml.p3dn.24xlarge:8=1.72it/s"])
     >>> row, = plan.estimates
-    >>> row.fits, row.micro_batch, row.accumulation, round(row.hours, 1)
+    >>> row.config_micro_batch_fits, row.micro_batch, row.accumulation, round(row.hours, 1)
     (True, 32, 2, 20.2)
 """
 
