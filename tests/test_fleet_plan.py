@@ -242,6 +242,7 @@ def test_plan_and_launch_dry_run_show_the_same_estimate(tmp_path, reference_yaml
     out = capsys.readouterr()
     assert json.loads(out.out)["ResourceConfig"]["InstanceCount"] == 8  # stdout: the request
     assert estimate.format_table() in out.err
+    monkeypatch.setenv("ALBERTKIT_SM_INSTANCE_TYPE", "ml.g4dn.12xlarge")  # the file's wins
     plan = _plan_json(capsys, "--config", str(path), "--measured", MEASURED[0])  # its fleet
     assert plan["fleets"] == [e.as_dict() for e in estimate.estimates]
     assert plan["fleets"][0]["fleet"] == "ml.p3dn.24xlarge:8"
@@ -255,6 +256,8 @@ def test_plan_and_launch_dry_run_show_the_same_estimate(tmp_path, reference_yaml
                                                    "'ml.p4d.24xlarge;ml.p3.2xlarge'"),
     (["--measured", "ml.p4d.24xlarge:8=fast"], "ml.p4d.24xlarge=fast: neither a rate"),
     (["--measured", "ml.nope.2xlarge=1it/s"], "unknown instance type 'ml.nope.2xlarge'"),
+    (["--measured", "ml.m5.large=1it/s"], "--measured ml.m5.large: has no GPU"),
+    (["--fleet", "ml.p3dn.24xlarge:8", "--prices", "missing.yaml"], "--prices missing.yaml"),
 ])
 def test_bad_input_is_one_line_naming_the_value(reference_yaml, capsys, argv, message):
     assert main(["plan", "--config", str(reference_yaml), *argv]) == 2
@@ -297,3 +300,10 @@ def test_usable_memory_is_reported_in_gib():
     row, = plan_fleets(cfg, "ml.p3.16xlarge:8").estimates
     assert row.usable_gib == round(plan_batch(cfg.model.spec, 512, "mixed_float16", "V100",
                                               4096, 64, 20).usable_bytes / GiB, 2)
+
+
+def test_without_fleet_the_plan_is_of_the_fleet_launch_would_start(reference_yaml, capsys,
+                                                                  monkeypatch):
+    monkeypatch.setenv("ALBERTKIT_SM_INSTANCE_TYPE", "ml.p3.16xlarge")  # no sagemaker section
+    plan = _plan_json(capsys, "--config", str(reference_yaml))
+    assert [f["fleet"] for f in plan["fleets"]] == ["ml.p3.16xlarge:1"]

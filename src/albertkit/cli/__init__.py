@@ -72,7 +72,7 @@ def _add_optional_commands(sub) -> None:
     add_launch_parser(sub, sagemaker_defaults_from_env(os.environ))  # env read here, not in configs
     add_jobs_parser(sub, sagemaker_defaults_from_env(os.environ))
     add_benchmark_parser(sub)
-    add_plan_parser(sub)
+    add_plan_parser(sub, sagemaker_defaults_from_env(os.environ))
     add_report_parser(sub)
     add_config_parser(sub, sagemaker_defaults_from_env(os.environ))
     add_plugins_parser(sub)

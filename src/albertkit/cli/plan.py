@@ -8,6 +8,7 @@ below are shared).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from typing import Any
 
 from albertkit.config import TrainerConfig
@@ -40,8 +41,11 @@ def prices_from_args(args: argparse.Namespace) -> PriceTable:
     return table.with_file(args.prices) if args.prices else table
 
 
-def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``albertkit plan``."""
+def add_plan_parser(subparsers: Any,
+                    env_defaults: Mapping[str, Any] | None = None) -> argparse.ArgumentParser:
+    """Register ``albertkit plan``. ``env_defaults`` is ``sagemaker_defaults_from_env(
+    os.environ)`` (read by cli.py): without ``--fleet`` the plan is of the fleet that
+    ``albertkit launch`` would start."""
     p = subparsers.add_parser(
         "plan", help="hours and cost of a config on SageMaker fleets (fits, step time, spot)",
         description="For each fleet: whether the config's micro-batch fits each GPU (the "
@@ -55,28 +59,28 @@ def add_plan_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="dotted override, e.g. runtime.micro_batch_size=16")
     p.add_argument("--fleet", action="append", default=[], metavar="TYPE[:COUNT],...",
                    help="fleets to plan, e.g. ml.p4d.24xlarge:8,ml.g5.48xlarge:4 (repeatable; "
-                        "default: the config's sagemaker instance_type and instance_count)")
+                        "default: the fleet `albertkit launch` would start, sagemaker."
+                        "instance_type x instance_count)")
     add_estimate_options(p)
     p.add_argument("--json", action="store_true", help="print JSON for scripts, not the table")
-    p.set_defaults(func=run_plan)
+    p.set_defaults(func=run_plan, sagemaker_env_defaults=dict(env_defaults or {}))
     return p
 
 
-def default_fleet(cfg: TrainerConfig) -> str:
-    """The config's own fleet: its ``sagemaker:`` section's type and count (or their defaults)."""
-    from albertkit.sagemaker.config import SageMakerConfig
+def default_fleet(cfg: TrainerConfig, env_defaults: Mapping[str, Any]) -> str:
+    """The fleet ``albertkit launch`` would start for ``cfg``: its SageMaker settings resolved
+    as for a launch (the ``sagemaker:`` section over the environment's defaults)."""
+    from albertkit.sagemaker.defaults import resolve_sagemaker_config
 
-    fields = SageMakerConfig.model_fields
-    section = cfg.plugin_section("sagemaker") or {}
-    instance_type = section.get("instance_type", fields["instance_type"].default)
-    count = section.get("instance_count", fields["instance_count"].default)
-    return f"{instance_type}:{count}"
+    sm = resolve_sagemaker_config(cfg, env_defaults=env_defaults)
+    return f"{sm.instance_type}:{sm.instance_count}"
 
 
 def run_plan(args: argparse.Namespace) -> int:
     """The ``albertkit plan`` command."""
     cfg = TrainerConfig.from_yaml(args.config, args.overrides)
-    fleets = ",".join(args.fleet) if args.fleet else default_fleet(cfg)
+    fleets = (",".join(args.fleet) if args.fleet
+              else default_fleet(cfg, getattr(args, "sagemaker_env_defaults", {})))
     plan: FleetPlan = plan_fleets(cfg, fleets, args.measured, prices_from_args(args), args.mfu)
     print(plan.to_json() if args.json else plan.format_table())
     return 0

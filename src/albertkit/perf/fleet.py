@@ -356,7 +356,9 @@ def plan_fleets(cfg: TrainerConfig, fleets: str | Iterable[str | Fleet],
     if isinstance(fleets, str):
         fleet_list = parse_fleets(fleets)
     else:
-        fleet_list = [f if isinstance(f, Fleet) else parse_fleets(f)[0] for f in fleets]
+        fleet_list = []
+        for f in fleets:
+            fleet_list += [f] if isinstance(f, Fleet) else parse_fleets(f)
     measurements: list[Measurement] = []
     for m in measured:
         measurements += [m] if isinstance(m, Measurement) else parse_measured(m, cfg)

@@ -103,6 +103,9 @@ def measurement(instance_type: str, count: int | None, value: str, cfg: TrainerC
                 base: Path | None = None) -> Measurement:
     """One measurement on ``instance_type`` (``count`` instances) from ``value``: a rate
     (``1.72it/s``, ``7045seq/s``), a benchmark JSON file or a run directory."""
+    if not INSTANCE_TYPES[instance_type].gpus:
+        raise ConfigError(f"--measured {instance_type}: has no GPU; albertkit plan plans GPU "
+                          "fleets")
     rate = _RATE.fullmatch(value)
     if rate:
         number, unit = float(rate.group(1)), rate.group(2)
