@@ -54,9 +54,10 @@ from typing import Any
 
 from albertkit.config import ConfigError, TrainerConfig
 from albertkit.hardware import DEVICES, INSTANCE_TYPES, NETWORK_GBPS, GiB, resolve_xla
-from albertkit.perf.cost import allreduce_seconds, training_flops_per_sequence
+from albertkit.models.footprint import default_predictions
+from albertkit.perf.cost import allreduce_seconds
 from albertkit.perf.measured import Measurement, config_shape, parse_measured, split_fleet
-from albertkit.perf.memory import estimate_memory, plan_batch
+from albertkit.perf.memory import estimate_memory, plan_batch, training_flops
 from albertkit.perf.prices import PriceTable
 
 DEFAULT_MFU = 0.30
@@ -313,7 +314,9 @@ def plan_fleet(cfg: TrainerConfig, fleet: Fleet, measured: Sequence[Measurement]
                             f"(--measured {fleet.instance_type}=RESULT.json)")
             return FleetEstimate(**row, problems=problems)
         _, seq, _ = config_shape(cfg)
-        flops = per_gpu * training_flops_per_sequence(cfg.model.spec, seq)
+        predictions = (getattr(cfg.data, "max_predictions_per_seq", None)
+                       or default_predictions(seq))
+        flops = per_gpu * training_flops(cfg.model.spec, seq, predictions).training
         compute = flops / (peak * 1e12 * mfu)
         low, high = flops / (peak * 1e12 * mfu * MFU_BAND), flops / (peak * 1e12 * mfu / MFU_BAND)
         row.update(basis="estimated",
