@@ -6,7 +6,9 @@ Two tables, one fed by the other:
   precision (the memory planner and the MFU figures of the benchmark read it);
 * :data:`INSTANCE_TYPES` -- SageMaker ``ml.*`` instance type -> GPU count, GPU model, vCPUs
   (Horovod processes per host, bfloat16 checks, replica counts). Each GPU instance's
-  memory and bfloat16 support are looked up in :data:`DEVICES`, so the two cannot disagree.
+  memory and bfloat16 support are looked up in :data:`DEVICES`, so the two cannot disagree;
+* :data:`NETWORK_GBPS` -- each instance type's network bandwidth (the communication model of
+  :mod:`albertkit.perf.cost` and the fleet plans of :mod:`albertkit.perf.fleet` read it).
 
 Instance figures are the published per-instance accelerator counts and vCPUs of the Amazon
 EC2 instance families behind the SageMaker ``ml.*`` types
@@ -212,6 +214,25 @@ INSTANCE_TYPES: dict[str, InstanceSpec] = {
     "ml.c5.4xlarge": _cpu(16),
     "ml.c5.9xlarge": _cpu(36),
     "ml.c5.18xlarge": _cpu(72),
+}
+
+
+# Each instance's network bandwidth in Gbit/s (the published figure; "up to" figures, for
+# the smaller types, taken at that ceiling), which the communication model of
+# albertkit.perf.cost divides the all-reduce by. p4d/p4de/p5* figures are their EFA bandwidth.
+NETWORK_GBPS: dict[str, float] = {
+    "ml.p3.2xlarge": 10, "ml.p3.8xlarge": 10, "ml.p3.16xlarge": 25, "ml.p3dn.24xlarge": 100,
+    "ml.p4d.24xlarge": 400, "ml.p4de.24xlarge": 400,
+    "ml.p5.48xlarge": 3200, "ml.p5e.48xlarge": 3200, "ml.p5en.48xlarge": 3200,
+    "ml.g4dn.xlarge": 25, "ml.g4dn.2xlarge": 25, "ml.g4dn.4xlarge": 25, "ml.g4dn.8xlarge": 50,
+    "ml.g4dn.16xlarge": 50, "ml.g4dn.12xlarge": 50,
+    "ml.g5.xlarge": 10, "ml.g5.2xlarge": 10, "ml.g5.4xlarge": 25, "ml.g5.8xlarge": 25,
+    "ml.g5.16xlarge": 25, "ml.g5.12xlarge": 40, "ml.g5.24xlarge": 50, "ml.g5.48xlarge": 100,
+    "ml.g6.xlarge": 10, "ml.g6.2xlarge": 10, "ml.g6.4xlarge": 25, "ml.g6.8xlarge": 25,
+    "ml.g6.16xlarge": 25, "ml.g6.12xlarge": 40, "ml.g6.24xlarge": 50, "ml.g6.48xlarge": 100,
+    "ml.g6e.xlarge": 20, "ml.g6e.2xlarge": 20, "ml.g6e.4xlarge": 20, "ml.g6e.8xlarge": 25,
+    "ml.g6e.16xlarge": 35, "ml.g6e.12xlarge": 100, "ml.g6e.24xlarge": 200,
+    "ml.g6e.48xlarge": 400,
 }
 
 

@@ -60,6 +60,7 @@ def _add_optional_commands(sub) -> None:
     """Subcommands whose parsers still live beside the code they drive."""
     from albertkit.cli.benchmark import add_benchmark_parser
     from albertkit.cli.jobs import add_jobs_parser
+    from albertkit.cli.plan import add_plan_parser
     from albertkit.cli.plugins import add_plugins_parser
     from albertkit.cli.report import add_report_parser
     from albertkit.cli.sagemaker import add_launch_parser
@@ -71,6 +72,7 @@ def _add_optional_commands(sub) -> None:
     add_launch_parser(sub, sagemaker_defaults_from_env(os.environ))  # env read here, not in configs
     add_jobs_parser(sub, sagemaker_defaults_from_env(os.environ))
     add_benchmark_parser(sub)
+    add_plan_parser(sub, sagemaker_defaults_from_env(os.environ))
     add_report_parser(sub)
     add_config_parser(sub, sagemaker_defaults_from_env(os.environ))
     add_plugins_parser(sub)

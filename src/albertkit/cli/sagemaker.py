@@ -8,7 +8,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from albertkit.cli.plan import add_estimate_options, prices_from_args
 from albertkit.config import ConfigError, TrainerConfig
+from albertkit.errors import AlbertkitError
 from albertkit.sagemaker.submit import to_sagemaker
 
 
@@ -31,7 +33,10 @@ def add_launch_parser(
         metavar="KEY=VALUE",
         help="dotted override, e.g. sagemaker.instance_count=2 or optimizer.learning_rate=1e-3",
     )
-    p.add_argument("--dry-run", action="store_true", help="print the request, submit nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the request (and, on stderr, the fleet's hours and cost as "
+                        "`albertkit plan` estimates them), submit nothing")
+    add_estimate_options(p)
     p.add_argument("--no-wait", action="store_true", help="return once the job is created")
     p.set_defaults(func=run_launch, sagemaker_env_defaults=dict(env_defaults or {}))
     return p
@@ -49,6 +54,15 @@ def run_launch(args: argparse.Namespace) -> int:
         return 2
     if args.dry_run:
         print(json.dumps(job.plan(), indent=2))
+        prices = prices_from_args(args)
+        try:
+            estimate = job.estimate(args.measured, prices, args.mfu)
+        except AlbertkitError as e:
+            if args.measured:  # asked for: its errors are the user's to fix
+                raise
+            print(f"estimate: none: {e}", file=sys.stderr)  # it does not stop a dry run
+        else:
+            print(estimate.format_table(), file=sys.stderr)
         return 0
     job.fit(wait=not args.no_wait)
     print(f"training job: {job.job_name}")

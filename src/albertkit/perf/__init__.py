@@ -14,7 +14,10 @@
 * :mod:`albertkit.perf.table` -- :func:`format_table`, the printed Markdown table;
 * :mod:`albertkit.perf.memory` -- FLOPs and the batch planner (pure functions; the memory
   estimate it plans with is :mod:`albertkit.models.footprint`);
-* :mod:`albertkit.perf.cost` -- the data-parallel communication-cost model.
+* :mod:`albertkit.perf.cost` -- the data-parallel communication-cost model;
+* :mod:`albertkit.perf.fleet` -- :func:`plan_fleets`, hours and cost of a config on SageMaker
+  fleets (``albertkit plan``), from rates :mod:`~albertkit.perf.measured` on the target
+  instances or first principles, priced by :mod:`~albertkit.perf.prices`' dated table.
 
 The measurement scripts and what only they use (targets, op profiles, the matmul floor)
 live in ``benchmarks/`` at the top of the repository, outside the package.
@@ -25,7 +28,9 @@ The public names (``__all__``) are importable from here.
 
 from albertkit.errors import BenchmarkError
 from albertkit.perf.cost import ScalingPrediction, predict
+from albertkit.perf.fleet import FleetEstimate, FleetPlan, plan_fleets
 from albertkit.perf.memory import BatchPlan, format_plan_table, plan_batch, plan_table
+from albertkit.perf.prices import PriceTable
 from albertkit.perf.result import BenchmarkResult
 from albertkit.perf.runner import measure
 from albertkit.perf.settings import BenchmarkSettings
@@ -36,11 +41,15 @@ __all__ = [
     "BenchmarkError",
     "BenchmarkResult",
     "BenchmarkSettings",
+    "FleetEstimate",
+    "FleetPlan",
+    "PriceTable",
     "ScalingPrediction",
     "format_plan_table",
     "format_table",
     "measure",
     "plan_batch",
+    "plan_fleets",
     "plan_table",
     "predict",
 ]

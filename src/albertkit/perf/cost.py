@@ -41,6 +41,18 @@ def ring_bytes_per_link(message_bytes: float, nodes: int) -> float:
     return 0.0 if nodes <= 1 else 2.0 * (nodes - 1) / nodes * message_bytes
 
 
+def link_seconds(link_bytes: float, link_gbps: float, link_efficiency: float = 0.7) -> float:
+    """Seconds to move ``link_bytes`` through a ``link_gbps`` Gbit/s link at that efficiency."""
+    return link_bytes / (link_gbps * 1e9 / 8 * link_efficiency)
+
+
+def allreduce_seconds(spec: AlbertSpec, nodes: int, link_gbps: float, *,
+                      fp16_compression: bool = False, link_efficiency: float = 0.7) -> float:
+    """Inter-node time of one optimizer step's gradient all-reduce (0 on one node)."""
+    message = gradient_bytes(parameter_count(spec), fp16_compression)
+    return link_seconds(ring_bytes_per_link(message, nodes), link_gbps, link_efficiency)
+
+
 def training_flops_per_sequence(spec: AlbertSpec, seq_length: int) -> float:
     """Forward + backward matmul FLOPs of one sequence (masked positions: 15%)."""
     return training_flops(spec, seq_length, default_predictions(seq_length)).training
@@ -84,7 +96,7 @@ def predict(spec: AlbertSpec, *, nodes: int, gpus_per_node: int = 8,
     message = gradient_bytes(parameter_count(spec), fp16_compression)
     reductions = accumulation if reduce_every_micro_batch else 1
     link_bytes = reductions * ring_bytes_per_link(message, nodes)
-    comm = link_bytes / (link_gbps * 1e9 / 8 * link_efficiency)
+    comm = link_seconds(link_bytes, link_gbps, link_efficiency)
     # one node does the same per-GPU work with no inter-node traffic
     efficiency = compute / (compute + comm)
     return ScalingPrediction(message * reductions, link_bytes, compute, comm, efficiency)

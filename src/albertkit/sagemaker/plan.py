@@ -34,7 +34,7 @@ import logging
 import posixpath
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,8 @@ from albertkit.config import ConfigError, TrainerConfig
 from albertkit.config.registry import plugin_parts
 from albertkit.fileio import atomic_write_text
 from albertkit.hardware import instance_spec
+from albertkit.perf.fleet import DEFAULT_MFU, FleetPlan, plan_fleets
+from albertkit.perf.prices import PriceTable
 from albertkit.sagemaker.cluster import CLUSTER_MODULE
 from albertkit.sagemaker.config import (
     AUTO_CHECKPOINT_URI,
@@ -463,6 +465,15 @@ class JobPlan:
         if sm.environment:
             request["Environment"] = dict(sm.environment)
         return request
+
+    def estimate(self, measured: Iterable[str] = (), prices: PriceTable | None = None,
+                 mfu: float = DEFAULT_MFU) -> FleetPlan:
+        """This job's hours and cost: its fleet (``instance_type`` x ``instance_count``)
+        planned as ``albertkit plan --fleet TYPE:COUNT`` plans it (:mod:`albertkit.perf.fleet`;
+        the same arguments); ``albertkit launch --dry-run`` prints it."""
+        sm = self.sagemaker_config
+        return plan_fleets(job_config(self.trainer_config, sm),
+                           f"{sm.instance_type}:{sm.instance_count}", measured, prices, mfu)
 
     @property
     def tensorboard_local_path(self) -> str:
