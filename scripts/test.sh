@@ -24,7 +24,23 @@ VENV=${VENV:-.venv}
 # of this script has just installed and linted (.ci/run's slow pass).
 if [ "${SETUP:-1}" != 0 ]; then
   python -m pip install --quiet --upgrade pip
-  python -m pip install --quiet -e ".[test]"
+  # The pinned set (scripts/test-constraints.txt), installed by uv from where pip installs
+  # (scripts/uv_args.py): about 4x faster than pip with uv's cache warm, 1.4x cold. If uv
+  # cannot be had or fails, pip installs the same set (ALBERTKIT_INSTALLER=pip forces pip).
+  pins=scripts/test-constraints.txt
+  installed=""
+  if [ "${ALBERTKIT_INSTALLER:-uv}" = uv ] && python -m pip install --quiet "uv>=0.13,<0.14"; then
+    mapfile -d '' uv_opts < <(python scripts/uv_args.py)
+    mapfile -d '' uv_env < <(python scripts/uv_args.py --env)
+    if env "${uv_env[@]}" python -m uv pip install --quiet --python "$VENV/bin/python" \
+        --compile-bytecode --index-strategy unsafe-best-match "${uv_opts[@]}" \
+        -c "$pins" -e ".[test]"; then
+      installed=uv
+    else
+      echo "test.sh: uv could not install the test environment; pip installs it instead" >&2
+    fi
+  fi
+  [ -n "$installed" ] || python -m pip install --quiet -c "$pins" -e ".[test]"
   bash scripts/build_horovod.sh
   ruff check .
   bash scripts/lint_infra.sh
