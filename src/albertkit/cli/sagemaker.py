@@ -50,7 +50,11 @@ def run_launch(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(json.dumps(job.plan(), indent=2))
         return 0
-    job.fit(wait=not args.no_wait)
+    try:
+        job.fit(wait=not args.no_wait)
+    except ConfigError as e:  # a sagemaker.plugins directory that does not build
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"training job: {job.job_name}")
     if args.no_wait:
         print(f"status: {job.status()}")
