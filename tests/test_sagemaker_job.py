@@ -341,6 +341,7 @@ def test_sagemaker_guide_python_block_runs_as_printed(aws, monkeypatch, capsys):
 
 
 # --------------------------------------------------------------------------- plugins
+@pytest.mark.slow  # a wheel built, a job submitted, a fresh process that installs it: ~30 s
 def test_the_wheel_travels_in_the_code_channel_and_the_container_installs_it(
         plugin, fresh_registry, monkeypatch, tmp_path, aws):
     """fit() against moto uploads the wheel with the source; a fresh process laid out as the
@@ -382,3 +383,28 @@ def test_the_wheel_travels_in_the_code_channel_and_the_container_installs_it(
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["rows_task", "rows", DIST]
     assert (tmp_path / "target" / f"{MODULE}.py").is_file()
+
+
+def test_a_plugin_that_does_not_build_stops_launch_before_any_job(plugin, fresh_registry,
+                                                                 monkeypatch, tmp_path, aws,
+                                                                 capsys):
+    from albertkit.cli import main as cli_main
+
+    source, _, site = plugin
+    monkeypatch.syspath_prepend(str(site))
+    session, role = aws
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "pyproject.toml").write_text(
+        (source / "pyproject.toml").read_text().replace('"setuptools.build_meta"',
+                                                        '"no_such_backend_module"'))
+    cfg = rows_config(role_arn=role, output_path=f"s3://{BUCKET}/albertkit",
+                      plugins=[str(broken)])
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(cfg.to_dict() | {"sagemaker": cfg.plugin_section("sagemaker")}))
+    assert cli_main(["launch", "--config", str(path), "--no-wait"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: building the plugin in {broken} into a wheel failed: pip "
+                          "said: "), err
+    assert session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert s3_keys(session, "albertkit/") == []  # nothing uploaded

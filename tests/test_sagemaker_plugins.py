@@ -176,3 +176,15 @@ def test_image_plugins_must_be_distribution_names():
 
     with pytest.raises(ValueError, match=r"image_plugins\.0"):
         SageMakerConfig(image_plugins=["pip install x"])
+
+
+def test_a_plugin_that_does_not_build_names_its_directory_and_pip_s_words(tmp_path):
+    broken = make_plugin_source(tmp_path / "broken")
+    text = (broken / "pyproject.toml").read_text()
+    (broken / "pyproject.toml").write_text(
+        text.replace('"setuptools.build_meta"', '"no_such_backend_module"'))
+    with pytest.raises(PluginError) as e:
+        build_wheels([broken], tmp_path / "out")
+    assert str(e.value).startswith(
+        f"building the plugin in {broken} into a wheel failed: pip said: ")
+    assert list((tmp_path / "out").iterdir()) == []
