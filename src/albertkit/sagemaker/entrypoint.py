@@ -363,8 +363,8 @@ def main(
         # parsed: that parse is when the registry looks for plugins, once per process
         installed = install_shipped_plugins(env.code_dir)
         if installed is not None and environ is os.environ:  # for processes this one starts
-            path = os.environ.get("PYTHONPATH")
-            os.environ["PYTHONPATH"] = os.pathsep.join([str(installed), *([path] if path else [])])
+            before = [p for p in [os.environ.get("PYTHONPATH")] if p]
+            os.environ["PYTHONPATH"] = os.pathsep.join([str(installed), *before])
         # before the data, the model or TensorFlow: an NVIDIA driver too old for the CUDA code
         # this job loads fails here in one line, not at its first kernel launch (only the
         # horovod backend loads Horovod's kernels, whose CUDA may need a newer driver)
