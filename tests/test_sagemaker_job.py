@@ -368,21 +368,31 @@ def test_the_wheel_travels_in_the_code_channel_and_the_container_installs_it(
         target = code / key.removeprefix(prefix + "/")
         target.parent.mkdir(parents=True, exist_ok=True)
         s3.download_file(BUCKET, key, str(target))
+    # the entry point's main(), its training replaced by parsing (no TensorFlow needed)
     container = textwrap.dedent(f"""
         import sys
-        from albertkit.sagemaker.entrypoint import container_config, read_container_env
-        from albertkit.sagemaker.plugins import install_shipped_plugins
-        env = read_container_env({{}}, {str(tmp_path / "opt" / "ml")!r}, [])
-        install_shipped_plugins(env.code_dir, {str(tmp_path / "target")!r})
-        cfg = container_config(env)
+        import albertkit.tfstart
         from albertkit.config.registry import entries
-        print(cfg.task, cfg.data.kind, entries("task")[cfg.task].source.distribution)
+        from albertkit.sagemaker import entrypoint
+
+        def parse_only(env):
+            cfg = entrypoint.container_config(env)
+            source = entries("task")[cfg.task].source.distribution
+            print(cfg.task, cfg.data.kind, source, sys.path[0])
+            return 0
+
+        albertkit.tfstart.start_tensorflow = lambda quiet: None
+        entrypoint.run = parse_only
+        sys.exit(entrypoint.main([], {{}}, {str(tmp_path / "opt" / "ml")!r}))
     """)
     done = subprocess.run([sys.executable, "-c", container], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(SRC)}, cwd=tmp_path)
+                          env={**os.environ, "PYTHONPATH": str(SRC), "TMPDIR": str(tmp_path)},
+                          cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["rows_task", "rows", DIST]
-    assert (tmp_path / "target" / f"{MODULE}.py").is_file()
+    task, kind, dist, installed = done.stdout.split()
+    assert (task, kind, dist) == ("rows_task", "rows", DIST)
+    # a directory of the process's own, holding the plugin (the environment is not touched)
+    assert Path(installed).parent == tmp_path and (Path(installed) / f"{MODULE}.py").is_file()
 
 
 def test_a_plugin_that_does_not_build_stops_launch_before_any_job(plugin, fresh_registry,
