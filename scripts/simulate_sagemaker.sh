@@ -4,7 +4,7 @@
 # namespace, joined by veth pairs on a bridge that lives in a third namespace (the host's
 # network is never touched; the only addresses are the containers' own 10.213.0.0/24).
 #
-#   sudo scripts/simulate_sagemaker.sh                   # (a)-(e), about 25-40 min on 2 cores
+#   sudo scripts/simulate_sagemaker.sh                   # (a)-(f), about 25-40 min on 2 cores
 #   sudo scripts/simulate_sagemaker.sh --only a,c        # a subset (--only e: the chain)
 #
 # Needs: root (namespaces, mounts), buildah with the image built by scripts/build_image.sh,
@@ -36,11 +36,19 @@
 #       tokenizer included) -> `albertkit evaluate` (official metric) and `albertkit
 #       evaluate-squad` on the downloaded artifact -> `albertkit export`; every command is
 #       timed into WORK/chain/times.tsv
+#   (f) a plugin travels with its job: a one-host fine-tuning job whose config's data kind
+#       and task come from a plugin (--plugin, --plugin-config), shipped with
+#       `sagemaker.plugins`; its wheel rides in the code channel, the entry point installs it
+#       before parsing the config, the job trains and writes its model artifact
 #
 # Options:
 #   --image NAME   training image                           (default: albertkit:latest)
 #   --work DIR     staging and results                      (default: /var/tmp/albertkit-sim)
-#   --only LIST    comma-separated subset of a,b,c,d,e      (default: all; c rides on a)
+#   --only LIST    comma-separated subset of a,b,c,d,e,f    (default: all; c rides on a)
+#   --plugin DIR   (f): the plugin's source directory       (default: examples/plugins/albertkit-tagging)
+#   --plugin-config FILE  (f): a config using the plugin's task (default: the one YAML file
+#                  in the plugin's directory); scripts/sagemaker_sim_plugin.py
+#                  make-tiny-plugin --out DIR writes a small plugin to try (f) with
 #   CHAIN_TOKENIZER=manifest|channel  (e): whether the pretraining config names no tokenizer
 #                  (the prepared data's travels with it; the default) or data.tokenizer plus
 #                  a `tokenizer` input channel
@@ -53,7 +61,9 @@ REPO="$PWD"
 
 IMAGE="albertkit:latest"
 WORK="/var/tmp/albertkit-sim"
-ONLY="a,b,c,d,e"
+ONLY="a,b,c,d,e,f"
+PLUGIN_DIR="examples/plugins/albertkit-tagging"
+PLUGIN_CONFIG=""
 CHAIN_TOKENIZER="${CHAIN_TOKENIZER:-manifest}"
 PY="${PYTHON:-python3}"
 RUN_TIMEOUT=1800
@@ -70,6 +80,8 @@ while [[ $# -gt 0 ]]; do
     --image) IMAGE="$2"; shift 2 ;;
     --work) WORK="$2"; shift 2 ;;
     --only) ONLY="$2"; shift 2 ;;
+    --plugin) PLUGIN_DIR="$2"; shift 2 ;;
+    --plugin-config) PLUGIN_CONFIG="$2"; shift 2 ;;
     --python) PY="$2"; shift 2 ;;
     --timeout) RUN_TIMEOUT="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -340,6 +352,30 @@ if want e; then
   run_chain || status=1
   column -t -s $'\t' "$TIMES" | sed 's/^/    /'
   result "(e) the chain: prepare-data -> Horovod pretraining job (2 hosts) -> model.tar.gz -> SQuAD job (1 host, model and tokenizer from that artifact only) -> official metric -> export" $status
+fi
+
+# --------------------------------------------------------------------------- (f)
+# A fine-tuning job whose task is a plugin's: the plugin's source directory is shipped with
+# sagemaker.plugins (built into a wheel at submission, installed by the entry point).
+if want f; then
+  status=0
+  t0=$SECONDS
+  if [[ ! -f "$PLUGIN_DIR/pyproject.toml" ]]; then
+    say "(f) $PLUGIN_DIR is not a plugin's source directory (no pyproject.toml); see --plugin"
+    status=1
+  else
+    pargs=(--work "$WORK" --plugin "$(cd "$PLUGIN_DIR" && pwd)")
+    [[ -n "$PLUGIN_CONFIG" ]] && pargs+=(--config "$(cd "$(dirname "$PLUGIN_CONFIG")" && pwd)/$(basename "$PLUGIN_CONFIG")")
+    if "$PY" scripts/sagemaker_sim_plugin.py stage "${pargs[@]}"; then
+      run_job plugin
+      [[ "${EXIT[1]}" -eq 0 ]] || status=1
+      say "(plugin) checks:"
+      "$PY" scripts/sagemaker_sim_plugin.py check --work "$WORK" || status=1
+    else
+      status=1
+    fi
+  fi
+  result "(f) a plugin's task on SageMaker: shipped with sagemaker.plugins, installed by the entry point, trained, model written ($((SECONDS - t0)) s)" $status
 fi
 
 say "wall time $((SECONDS - T0)) s; logs and /opt/ml trees in $WORK"

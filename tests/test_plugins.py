@@ -13,8 +13,10 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Literal
 
 import pytest
+from pydantic import BaseModel
 
 from albertkit.cli.plugins import plugins_table
 from albertkit.config import TASK_OF_KIND, ConfigError, TrainerConfig, registry
@@ -253,7 +255,7 @@ def test_an_entry_point_must_name_a_function(fresh_registry):
 
 
 # --------------------------------------------------------------------------- SageMaker
-def test_a_sagemaker_job_warns_that_it_does_not_ship_the_plugin(fresh_registry, caplog):
+def test_a_sagemaker_job_refuses_a_plugin_it_would_not_have(fresh_registry, caplog):
     from albertkit.sagemaker.submit import to_sagemaker
 
     make_distribution(fresh_registry, "albertkit-fakeplug", "fakeplug_sm", PLUGIN)
@@ -261,22 +263,46 @@ def test_a_sagemaker_job_warns_that_it_does_not_ship_the_plugin(fresh_registry, 
           "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest"}
     cfg = TrainerConfig.from_dict(config(data={"kind": "rows", "rows": 3}, sagemaker=sm,
                                          runtime={"max_steps": 10}))
+    with pytest.raises(ConfigError) as e:
+        to_sagemaker(cfg)  # what `albertkit launch --dry-run` calls before it prints
+    assert str(e.value) == (
+        "SageMaker job refused:\n  data kind 'rows' and task 'rows_task' come from the plugin "
+        "distribution albertkit-fakeplug, which the job neither ships nor finds in its image: "
+        "add the plugin's source directory to sagemaker.plugins, or add 'albertkit-fakeplug' "
+        "to sagemaker.image_plugins if sagemaker.image_uri's image has it installed")
     with caplog.at_level(logging.WARNING, logger="albertkit"):
-        plan = to_sagemaker(cfg).plan()  # what `albertkit launch --dry-run` prints
-    warned = [r.getMessage() for r in caplog.records]
-    assert warned == [
-        "data kind 'rows' comes from plugin 'fakeplug_sm' (albertkit-fakeplug 1.0), which the "
-        "SageMaker job does not ship: install albertkit-fakeplug in sagemaker.image_uri's image "
-        "or the job fails at its start",
-        "task 'rows_task' comes from plugin 'fakeplug_sm' (albertkit-fakeplug 1.0), which the "
-        "SageMaker job does not ship: install albertkit-fakeplug in sagemaker.image_uri's image "
-        "or the job fails at its start"]
+        # declared in the image (names compare as packaging does)
+        plan = to_sagemaker(cfg, image_plugins=["Albertkit_FakePlug"]).plan()
+    assert caplog.records == []
     metrics = [m["Name"] for m in plan["AlgorithmSpecification"]["MetricDefinitions"]]
     assert metrics == ["train:loss", "eval:loss"]  # from the plugin task's log keys
-    caplog.clear()
     with caplog.at_level(logging.WARNING, logger="albertkit"):
         to_sagemaker(TrainerConfig.from_dict(config(sagemaker=sm))).plan()
-    assert caplog.records == []  # built-in parts only: nothing to warn about
+    assert caplog.records == []  # built-in parts only: nothing is missing
+
+
+def test_a_part_registered_outside_any_plugin_cannot_travel(fresh_registry):
+    from albertkit.sagemaker.submit import to_sagemaker
+
+    make_distribution(fresh_registry, "albertkit-fakeplug", "fakeplug_direct", PLUGIN)
+    TrainerConfig.from_dict(config())  # the plugin loads (its task is what the kind trains)
+
+    class LinesData(BaseModel):
+        kind: Literal["lines"] = "lines"
+
+    registry.register_data(LinesData, task="rows_task")
+    TrainerConfig.sync_registry()
+    sm = {"role_arn": "arn:aws:iam::123456789012:role/r", "output_path": "s3://bucket/albertkit",
+          "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest",
+          "image_plugins": ["albertkit-fakeplug"]}
+    cfg = TrainerConfig.from_dict(config(data={"kind": "lines"}, sagemaker=sm))
+    with pytest.raises(ConfigError) as e:
+        to_sagemaker(cfg)
+    assert str(e.value).splitlines()[1:] == [
+        "  data kind 'lines' comes from a register_* call outside any plugin, which a SageMaker "
+        "job cannot repeat: package it as a plugin (an albertkit.plugins entry point) and add "
+        "its source directory to sagemaker.plugins, or install it in the image and name it in "
+        "sagemaker.image_plugins"]
 
 
 # --------------------------------------------------------------------------- laziness

@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,9 +20,14 @@ pytest.importorskip("sagemaker.train")
 boto3 = pytest.importorskip("boto3")
 moto = pytest.importorskip("moto")
 
+import test_sagemaker_plugins as smplugins  # noqa: E402
 from albertkit.config import ConfigError, TrainerConfig  # noqa: E402
 from albertkit.sagemaker import submit as smsubmit  # noqa: E402
+from albertkit.sagemaker.plugins import PLUGIN_WHEEL_DIR  # noqa: E402
 from conftest import refuse_network  # noqa: E402
+from test_sagemaker_plugins import DIST, MODULE, SRC, WHEEL, rows_config  # noqa: E402
+
+fresh_registry, plugin = smplugins.fresh_registry, smplugins.plugin  # fixtures
 
 REGION = "us-east-1"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest"
@@ -330,3 +338,83 @@ def test_sagemaker_guide_python_block_runs_as_printed(aws, monkeypatch, capsys):
     stored = session.client("sagemaker").describe_training_job(TrainingJobName=job.job_name)
     assert stored["RoleArn"] == role and stored["ResourceConfig"]["InstanceCount"] == 8
     assert stored["CheckpointConfig"] == request["CheckpointConfig"]
+
+
+# --------------------------------------------------------------------------- plugins
+@pytest.mark.slow  # a wheel built, a job submitted, a fresh process that installs it: ~30 s
+def test_the_wheel_travels_in_the_code_channel_and_the_container_installs_it(
+        plugin, fresh_registry, monkeypatch, tmp_path, aws):
+    """fit() against moto uploads the wheel with the source; a fresh process laid out as the
+    container (only albertkit's source on its path) installs it and parses the config."""
+    source, _, site = plugin
+    monkeypatch.syspath_prepend(str(site))
+    session, role = aws
+    cfg = rows_config(role_arn=role, output_path=f"s3://{BUCKET}/albertkit",
+                      plugins=[str(source)])
+    job = smsubmit.to_sagemaker(cfg, env_defaults={}).fit(wait=False, boto_session=session)
+    assert job.submitted_request == job.plan(job_name=job.job_name)
+    channels = {c["ChannelName"]: c for c in job.submitted_request["InputDataConfig"]}
+    assert set(channels) == {"code", "sm_drivers"}  # the wheel rides with the source
+    prefix = channels["code"]["DataSource"]["S3DataSource"]["S3Uri"].removeprefix(
+        f"s3://{BUCKET}/")
+    keys = s3_keys(session, prefix)
+    assert f"{prefix}/{PLUGIN_WHEEL_DIR}/{WHEEL}" in keys
+    assert sorted(p.name for p in source.iterdir()) == [f"{MODULE}.py", "pyproject.toml"]
+
+    # the container: /opt/ml/input/data/code as SageMaker downloads it
+    code = tmp_path / "opt" / "ml" / "input" / "data" / "code"
+    s3 = session.client("s3")
+    for key in keys:
+        target = code / key.removeprefix(prefix + "/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file(BUCKET, key, str(target))
+    # the entry point's main(), its training replaced by parsing (no TensorFlow needed)
+    container = textwrap.dedent(f"""
+        import sys
+        import albertkit.tfstart
+        from albertkit.config.registry import entries
+        from albertkit.sagemaker import entrypoint
+
+        def parse_only(env):
+            cfg = entrypoint.container_config(env)
+            source = entries("task")[cfg.task].source.distribution
+            print(cfg.task, cfg.data.kind, source, sys.path[0])
+            return 0
+
+        albertkit.tfstart.start_tensorflow = lambda quiet: None
+        entrypoint.run = parse_only
+        sys.exit(entrypoint.main([], {{}}, {str(tmp_path / "opt" / "ml")!r}))
+    """)
+    done = subprocess.run([sys.executable, "-c", container], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(SRC), "TMPDIR": str(tmp_path)},
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    task, kind, dist, installed = done.stdout.split()
+    assert (task, kind, dist) == ("rows_task", "rows", DIST)
+    # a directory of the process's own, holding the plugin (the environment is not touched)
+    assert Path(installed).parent == tmp_path and (Path(installed) / f"{MODULE}.py").is_file()
+
+
+def test_a_plugin_that_does_not_build_stops_launch_before_any_job(plugin, fresh_registry,
+                                                                 monkeypatch, tmp_path, aws,
+                                                                 capsys):
+    from albertkit.cli import main as cli_main
+
+    source, _, site = plugin
+    monkeypatch.syspath_prepend(str(site))
+    session, role = aws
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "pyproject.toml").write_text(
+        (source / "pyproject.toml").read_text().replace('"setuptools.build_meta"',
+                                                        '"no_such_backend_module"'))
+    cfg = rows_config(role_arn=role, output_path=f"s3://{BUCKET}/albertkit",
+                      plugins=[str(broken)])
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(cfg.to_dict() | {"sagemaker": cfg.plugin_section("sagemaker")}))
+    assert cli_main(["launch", "--config", str(path), "--no-wait"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: building the plugin in {broken} into a wheel failed: pip "
+                          "said: "), err
+    assert session.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert s3_keys(session, "albertkit/") == []  # nothing uploaded

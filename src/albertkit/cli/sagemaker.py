@@ -64,7 +64,11 @@ def run_launch(args: argparse.Namespace) -> int:
         else:
             print(estimate.format_table(), file=sys.stderr)
         return 0
-    job.fit(wait=not args.no_wait)
+    try:
+        job.fit(wait=not args.no_wait)
+    except ConfigError as e:  # a sagemaker.plugins directory that does not build
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"training job: {job.job_name}")
     if args.no_wait:
         print(f"status: {job.status()}")

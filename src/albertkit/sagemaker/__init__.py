@@ -8,6 +8,9 @@ is submitted or followed.
   ``sagemaker:`` config section and its defaults from the environment;
 * :mod:`albertkit.sagemaker.plan` -- the job as a pure, checked CreateTrainingJob request;
 * :mod:`albertkit.sagemaker.submit` -- submitting it and following the job;
+* :mod:`albertkit.sagemaker.plugins` -- the plugins a job ships (``sagemaker.plugins``, built
+  into wheels, installed in the container) or finds in its image, and the refusal of a job
+  that would have neither;
 * :mod:`albertkit.sagemaker.entry_script` / :mod:`~albertkit.sagemaker.entrypoint` /
   :mod:`~albertkit.sagemaker.mpi_driver` -- the container side: the uploaded entry script,
   the SM_* environment to a finished model, the per-host Horovod launcher;

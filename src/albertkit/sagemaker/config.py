@@ -72,6 +72,7 @@ _JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 _FSX_ID = re.compile(r"^fs-[0-9a-f]{8,17}$")
 _ENV_KEY = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _TAG = re.compile(r"^[\w\s.:/=+\-@]*$")
+_DistributionName = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")]
 _SECRET_ADVICE = (
     "it would be visible in DescribeTrainingJob. Give the execution role the permission "
     "instead, or read the secret from AWS Secrets Manager inside the job"
@@ -370,6 +371,17 @@ class SageMakerConfig(Section):
         True,
         description="Upload this checkout's albertkit package with the job, so the container "
         "runs the same code as the submitter.",
+    )
+    plugins: list[Path] = Field(
+        [],
+        description="Source directories of albertkit plugins (each with a pyproject.toml), built "
+        "into wheels at submission, uploaded with the source and installed in the container "
+        "before the config is parsed.",
+    )
+    image_plugins: list[_DistributionName] = Field(
+        [],
+        description="Distributions of albertkit plugins that image_uri's image already has "
+        "installed; a part of the config from any other plugin must be shipped with plugins.",
     )
 
     # ------------------------------------------------------------------ the config section

@@ -6,8 +6,11 @@ once per host, or under ``mpirun`` once per GPU for Horovod. This module then:
 1. reads the SageMaker environment (``SM_HOSTS``, ``SM_CURRENT_HOST``, ``SM_NUM_GPUS``,
    ``SM_CHANNEL_*``, ``SM_MODEL_DIR``, ``SM_OUTPUT_DATA_DIR``, the hyperparameters from
    ``/opt/ml/input/config/hyperparameters.json`` / ``SM_HPS`` / the command line);
-2. loads the shipped config JSON, applies the dotted hyperparameter overrides, rewrites the
-   data paths to the channel directories and sets ``run_dir`` to the checkpoint directory
+2. installs the plugin wheels shipped with the job (``sagemaker.plugins``,
+   :mod:`albertkit.sagemaker.plugins`), so that the config's plugin parts are found when it
+   is first parsed; loads the shipped config JSON, applies the dotted hyperparameter
+   overrides, rewrites the data paths to the channel directories and sets ``run_dir`` to the
+   checkpoint directory
    (SageMaker syncs it to ``checkpoint_s3_uri`` and restores it after a spot interruption,
    so ``AlbertTrainer`` resumes by itself);
 3. for multi-worker training, translates ``SM_HOSTS``/``SM_CURRENT_HOST`` (read once, by
@@ -70,6 +73,7 @@ from albertkit.sagemaker.cluster import SageMakerCluster, read_sagemaker_cluster
 from albertkit.sagemaker.config import CONFIG_HYPERPARAMETER, MULTIWORKER_PORT, SageMakerConfig
 from albertkit.sagemaker.gpu_driver import check_driver
 from albertkit.sagemaker.plan import CONFIG_FILE, path_under
+from albertkit.sagemaker.plugins import install_shipped_plugins
 from albertkit.sagemaker.wire import config_path, hyperparameter_text
 
 log = logging.getLogger("albertkit")
@@ -355,6 +359,12 @@ def main(
     environ = os.environ if environ is None else environ
     try:
         env = read_container_env(environ, root_dir, argv)
+        # the plugins shipped with the job (sagemaker.plugins), before the config is first
+        # parsed: that parse is when the registry looks for plugins, once per process
+        installed = install_shipped_plugins(env.code_dir)
+        if installed is not None and environ is os.environ:  # for processes this one starts
+            before = [p for p in [os.environ.get("PYTHONPATH")] if p]
+            os.environ["PYTHONPATH"] = os.pathsep.join([str(installed), *before])
         # before the data, the model or TensorFlow: an NVIDIA driver too old for the CUDA code
         # this job loads fails here in one line, not at its first kernel launch (only the
         # horovod backend loads Horovod's kernels, whose CUDA may need a newer driver)

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 from albertkit.config import ConfigError, TrainerConfig
-from albertkit.config.registry import plugin_parts
 from albertkit.fileio import atomic_write_text
 from albertkit.hardware import instance_spec
 from albertkit.perf.fleet import DEFAULT_MFU, FleetPlan, plan_fleets
@@ -53,6 +52,7 @@ from albertkit.sagemaker.config import (
 )
 from albertkit.sagemaker.entry_script import ENTRY_SCRIPT, ENTRY_SCRIPT_TEXT
 from albertkit.sagemaker.mpi_driver import DRIVER_SCRIPT, SSH_KEY_DIR, write_job_ssh_key
+from albertkit.sagemaker.plugins import PLUGIN_WHEEL_DIR, build_wheels, plugin_problems
 from albertkit.sagemaker.wire import hyperparameter_key, hyperparameter_text
 from albertkit.tasks import TASK_NAMES, task_class
 from albertkit.training.config_change import settings_fingerprint
@@ -242,25 +242,10 @@ def check_job(trainer_config: TrainerConfig, sm: SageMakerConfig) -> None:
             f"{where}={value!r} is not provided by any sagemaker.inputs channel; add an input "
             "whose path_in_config (or S3 uri / local path) covers it"
         )
+    # the container parses the config too: every plugin part must travel or be in the image
+    problems += plugin_problems(effective, sm)
     if problems:
         raise ConfigError("SageMaker job refused:\n  " + "\n  ".join(problems))
-    warn_unshipped_plugins(effective)
-
-
-def warn_unshipped_plugins(trainer_config: TrainerConfig) -> list[str]:
-    """Warn (and return the warnings) for each part of the config that a plugin provides:
-    the job ships albertkit only, so the plugin's distribution must be installed in the
-    training image or the job fails when the container parses the config."""
-    cfg = trainer_config
-    out = [
-        f"{entry.category} {entry.name!r} comes from {entry.source}, which the SageMaker job "
-        f"does not ship: install {entry.source.distribution} in sagemaker.image_uri's image or "
-        "the job fails at its start"
-        for entry in plugin_parts(cfg.data.kind, cfg.optimizer.kind, cfg.model.size)
-    ]
-    for line in out:
-        log.warning(line)
-    return out
 
 
 def job_config(trainer_config: TrainerConfig, sm: SageMakerConfig) -> TrainerConfig:
@@ -481,8 +466,9 @@ class JobPlan:
         return posixpath.join(self.sagemaker_config.checkpoint_local_path, TENSORBOARD_SUBDIR)
 
     def stage_source(self, directory: Path) -> Path:
-        """Write the source directory SageMaker uploads: entry script, config JSON and
-        (``ship_source``) this albertkit package, so the container runs the same code."""
+        """Write the source directory SageMaker uploads: entry script, config JSON,
+        (``ship_source``) this albertkit package, so the container runs the same code, and
+        a wheel of each ``plugins`` directory in ``albertkit_plugins/``."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         atomic_write_text(directory / ENTRY_SCRIPT, ENTRY_SCRIPT_TEXT)
@@ -499,6 +485,8 @@ class JobPlan:
                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
                 dirs_exist_ok=True,
             )
+        if self.sagemaker_config.plugins:  # installed by the entry point before it parses
+            build_wheels(self.sagemaker_config.plugins, directory / PLUGIN_WHEEL_DIR)
         return directory
 
     def stage_driver(self, directory: Path) -> Path:
