@@ -143,6 +143,12 @@ def test_a_plugin_the_job_would_not_have_is_refused_with_the_fix(plugin, fresh_r
     to_sagemaker(rows_config(image_plugins=[DIST]), env_defaults={}).plan()
     assert cli_main(["launch", "--config", str(path), "--dry-run",
                      "--set", f"sagemaker.image_plugins=[{DIST}]"]) == 0
+    # the plugin's data kind names no sequence length: the dry run says why it has no cost
+    # estimate and still prints the request
+    out, err = capsys.readouterr()
+    assert json.loads(out)["TrainingJobName"]
+    assert ("estimate: none: data: kind 'rows' gives no seq_length or max_seq_length, which "
+            "the plan needs to size the step\n") in err
 
 
 def test_a_plugins_directory_that_cannot_be_built_is_refused(plugin, fresh_registry, monkeypatch,

@@ -356,6 +356,9 @@ def plan_fleets(cfg: TrainerConfig, fleets: str | Iterable[str | Fleet],
     """
     if not 0.0 < mfu <= 1.0:
         raise ConfigError(f"--mfu {mfu:g}: must be in (0, 1]")
+    if config_shape(cfg)[1] is None:  # a plugin's data kind may name its length otherwise
+        raise ConfigError(f"data: kind '{cfg.data.kind}' gives no seq_length or "
+                          "max_seq_length, which the plan needs to size the step")
     if isinstance(fleets, str):
         fleet_list = parse_fleets(fleets)
     else:
