@@ -35,6 +35,7 @@ import logging
 import shutil
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,7 @@ class AlbertTrainer:
         self.summary: dict[str, Any] | None = None
         self._stop = threading.Event()
         self._signals: list[int] = []  # the stop signals received, in order
+        self._signal_times: list[float] = []  # and when (time.time())
         self._lock: RunDirLock | None = None
 
     @property
@@ -103,7 +105,7 @@ class AlbertTrainer:
             until_step: stop early at this global step with a checkpoint, as if interrupted
                 (the schedule still runs to ``runtime.max_steps``; a later ``fit()`` resumes).
         """
-        with stop_on_signals(self._stop, self._signals):
+        with stop_on_signals(self._stop, self._signals, self._signal_times):
             try:
                 run = self._build(for_training=True)
                 try:
@@ -346,6 +348,9 @@ class AlbertTrainer:
         if result.stopped_by is None and data.has_eval:
             evals.run(result.step)
         checkpointing.save(result.step, "interrupted" if result.stopped_by else "final")
+        if result.stopped_by == "signal" and self._signal_times and run.distributor.is_chief:
+            log.info("stop checkpoint of step %d on disk %.1f s after the signal reached this "
+                     "process", result.step, time.time() - self._signal_times[0])
         timing = ({**window.last_time, "input_bound": clock.ever_input_bound}
                   if window.last_time else None)
         return write_summary(cfg, run, result, window.last, evals.last, timing)
