@@ -408,3 +408,39 @@ def test_two_srun_tasks_join_through_gloo(tmp_path):
     results = sorted((json.loads(o.strip().splitlines()[-1]) for o in outs),
                      key=lambda r: r["rank"])
     assert results == [{"mean": 1.5, "rank": 0, "size": 2}, {"mean": 1.5, "rank": 1, "size": 2}]
+
+
+# ------------------------------------------------------------------------ bad input under srun
+@pytest.mark.parametrize("drop", [("SLURM_PROCID",), ("SLURM_PROCID", "SLURM_NODEID")])
+def test_a_step_task_without_its_rank_is_named(drop):
+    env = {k: v for k, v in _srun_env(1).items() if k not in drop}
+    with pytest.raises(ConfigError, match=r"^SLURM_STEP_ID=0 says this is a task of an srun "
+                                          r"step, but SLURM_PROCID is not set"):
+        cluster_from_environ(env)
+
+
+@pytest.mark.parametrize(("drop", "named"), [
+    (("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"), "SLURM_STEP_NODELIST, SLURM_JOB_NODELIST"),
+    (("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_STEP_TASKS_PER_NODE",
+      "SLURM_TASKS_PER_NODE"), "SLURM_STEP_NUM_TASKS, SLURM_NTASKS"),
+])
+def test_a_step_task_without_its_layout_is_named(drop, named):
+    env = {k: v for k, v in _srun_env(1).items() if k not in drop}
+    with pytest.raises(ConfigError, match=rf"^this srun task \(SLURM_PROCID=1\) has none of "
+                                          rf"{named}"):
+        cluster_from_environ(env)
+    # SLURM_NODELIST (the older name) alone is enough
+    only_old = {k: v for k, v in _srun_env(1).items()
+                if k not in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")}
+    assert slurm_cluster({**only_old, "SLURM_NODELIST": "node[1-2]"}).host == "node2"
+
+
+def test_backend_single_in_a_step_of_several_tasks_is_refused():
+    from albertkit.config import DistributedConfig
+    from albertkit.distributed import build_distributor
+
+    with pytest.raises(ConfigError, match=r"^this Slurm step has 2 tasks but "
+                                          r"distributed.backend=single trains in one process"):
+        build_distributor(DistributedConfig(backend="single"), _srun_env(1))
+    one = _srun_env(0, nodes="node1", tasks_per_node="1")
+    assert build_distributor(DistributedConfig(backend="single"), one).size == 1

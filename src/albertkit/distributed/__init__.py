@@ -38,12 +38,18 @@ def build_distributor(cfg: DistributedConfig, environ: Mapping[str, str] | None 
     Horovod's Gloo controller (:mod:`albertkit.distributed.slurm_gloo`: the variables from
     the step, the first task serving the rendezvous). Where Horovod still sees another
     number of processes than the step has tasks, every task stops with a ConfigError saying
-    how to start it. Build it before any other TensorFlow work (GPU pinning, collective
-    setup).
+    how to start it; ``single`` in a step of several tasks is a ConfigError too. Build it
+    before any other TensorFlow work (GPU pinning, collective setup).
     """
     backend = cfg.backend
     environ = os.environ if environ is None else environ
     if backend == "single":
+        step = cluster_from_environ(environ)
+        if step.source == "slurm" and step.world_size > 1:
+            raise ConfigError(
+                f"this Slurm step has {step.world_size} tasks but distributed.backend=single "
+                "trains in one process: each task would train alone into the same run_dir. "
+                "Use --distributed tf_multiworker or horovod, or start one task (srun -n1)")
         from albertkit.distributed.single import SingleProcess
 
         return SingleProcess()

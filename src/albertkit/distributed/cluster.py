@@ -251,9 +251,21 @@ def slurm_cluster(environ: Mapping[str, str]) -> ClusterInfo | None:
     """This task's place in its Slurm job step, or None outside a step (see the module
     docstring for the variables). Inconsistent variables are a ConfigError naming them."""
     if not in_slurm_step(environ):
+        step_id = environ.get("SLURM_STEP_ID") or environ.get("SLURM_STEPID")
+        if step_id:
+            raise ConfigError(f"SLURM_STEP_ID={step_id} says this is a task of an srun step, "
+                              "but SLURM_PROCID is not set: the task's rank is unknown (was "
+                              "the environment cleared, e.g. by `env -i` or a container?)")
         return None
-    nodelist_var = "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") \
-        else "SLURM_JOB_NODELIST"
+    for names in (("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"),
+                  ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_STEP_TASKS_PER_NODE",
+                   "SLURM_TASKS_PER_NODE")):
+        if not any((environ.get(n) or "").strip() for n in names):
+            raise ConfigError(f"this srun task (SLURM_PROCID={environ['SLURM_PROCID']}) has "
+                              f"none of {', '.join(names)}: its job layout is unknown (was the "
+                              "environment cleared, e.g. by `env -i` or a container?)")
+    nodelist_var = next(n for n in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+                                     "SLURM_NODELIST") if (environ.get(n) or "").strip())
     tasks_var = "SLURM_STEP_TASKS_PER_NODE" if environ.get("SLURM_STEP_TASKS_PER_NODE") \
         else "SLURM_TASKS_PER_NODE"
     hosts = expand_hostlist(environ.get(nodelist_var) or "")

@@ -104,8 +104,8 @@ def check_shared_run_dir(reduce: Reduce, rank: int, size: int, host: str,
     for r in range(size):
         seen[rank, r] = float((directory / f"{token_text}-{r}").is_file())
     seen = reduce(seen.ravel()).reshape(size, size)
-    mine.unlink(missing_ok=True)
     with contextlib.suppress(OSError):
+        mine.unlink(missing_ok=True)
         directory.rmdir()  # the last rank to get here removes it
     for r in range(size):
         where = f"rank {r} on {hosts[r] or '?'}"
