@@ -6,8 +6,9 @@ exchange their Gloo addresses) and gives every process its slot in variables. Un
 (:func:`prepare_slurm_horovod`, called by ``build_distributor``):
 
 1. the variables come from the step (:func:`albertkit.distributed.cluster.horovod_gloo_environ`),
-   with the rendezvous address resolved to an IP and the interface that reaches it
-   (``HOROVOD_GLOO_IFACE``, unless set already);
+   with the rendezvous address resolved to an IP and the interface the other nodes are
+   reached through (``HOROVOD_GLOO_IFACE``, unless set already: the route to the first node,
+   or on the first node the route to the second);
 2. worker 0 (the first node's first task) serves the rendezvous on the base port
    (``$ALBERTKIT_PORT``, default 23400: the same port tf_multiworker's worker 0 uses) for the
    life of the process;
@@ -74,6 +75,17 @@ def interface_for(ip: str) -> str | None:
     return None
 
 
+def _peer_interface(info: ClusterInfo, first_node_ip: str) -> str | None:
+    """The interface towards the other nodes: the route to the first node, or on the first
+    node the route to the second (its own name may resolve to a loopback address there)."""
+    if info.host != info.hosts[0] or len(info.hosts) == 1:
+        return interface_for(first_node_ip)
+    try:
+        return interface_for(socket.gethostbyname(info.hosts[1]))
+    except OSError:
+        return None
+
+
 def start_rendezvous(info: ClusterInfo, port: int) -> Any:
     """Serve Horovod's Gloo rendezvous for the step of ``info`` on ``port`` (all interfaces)
     in a daemon thread; the server lives as long as the process."""
@@ -127,7 +139,7 @@ def prepare_slurm_horovod(info: ClusterInfo, environ: Mapping[str, str], hvd: An
     except OSError as e:
         raise ConfigError(f"cannot resolve {host}, the node of the step's first task "
                           f"(Horovod's Gloo rendezvous): {e}") from None
-    iface = environ.get("HOROVOD_GLOO_IFACE") or interface_for(address)
+    iface = environ.get("HOROVOD_GLOO_IFACE") or _peer_interface(info, address)
     env = horovod_gloo_environ(info, port, address, iface)
     target.update(env)
     if info.worker_index == 0:
