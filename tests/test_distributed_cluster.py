@@ -229,10 +229,218 @@ def test_horovod_in_a_step_without_mpi_stops_with_the_srun_command():
     from albertkit.config import DistributedConfig
     from albertkit.distributed import build_distributor
 
-    # without --mpi each task initialises Horovod alone: size 1 in a step of 2
+    # with the MPI controller asked for but no MPI, each task initialises Horovod alone:
+    # size 1 in a step of 2 (without it, the task would join through Gloo: tests below)
     with pytest.raises(ConfigError, match=r"2 tasks but Horovod sees 1 .*srun --mpi=pmix"):
-        build_distributor(DistributedConfig(backend="horovod"), _srun_env(0))
+        build_distributor(DistributedConfig(backend="horovod"),
+                          _srun_env(0, HOROVOD_CONTROLLER="mpi"))
     # a step of one task is fine
     dist = build_distributor(DistributedConfig(backend="horovod"),
                              _srun_env(0, nodes="node1", tasks_per_node="1"))
     assert dist.size == 1
+
+
+def _gloo(env: dict[str, str]) -> dict[str, str]:
+    from albertkit.distributed.cluster import horovod_gloo_environ
+
+    info = slurm_cluster(env)
+    return horovod_gloo_environ(info, 23400)
+
+
+def test_horovod_gloo_variables_two_nodes_two_tasks_each():
+    keys = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
+            "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE", "HOROVOD_HOSTNAME")
+    got = [tuple(_gloo(_srun_env(r, tasks_per_node="2(x2)"))[k] for k in keys)
+           for r in range(4)]
+    assert got == [("0", "4", "0", "2", "0", "2", "node1"), ("1", "4", "1", "2", "0", "2", "node1"),
+                   ("2", "4", "0", "2", "1", "2", "node2"), ("3", "4", "1", "2", "1", "2", "node2")]
+    env = _gloo(_srun_env(3, tasks_per_node="2(x2)"))
+    assert {k: env[k] for k in env if k not in keys} == {
+        "HOROVOD_GLOO_RENDEZVOUS_ADDR": "node1", "HOROVOD_GLOO_RENDEZVOUS_PORT": "23400",
+        "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo"}
+
+
+def test_horovod_gloo_variables_uneven_nodes_and_cyclic_ranks():
+    # node1 runs 2 tasks, node2 one: local rank 1 exists on node1 only (cross size 1)
+    env = _srun_env(1, tasks_per_node="2,1")
+    assert [_gloo(env)[k] for k in ("HOROVOD_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
+                                    "HOROVOD_CROSS_SIZE")] == ["1", "2", "0", "1"]
+    node2 = _gloo(_srun_env(2, tasks_per_node="2,1"))
+    assert [node2[k] for k in ("HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
+                               "HOROVOD_CROSS_SIZE")] == ["1", "1", "2"]
+    # cyclic distribution: SLURM_PROCID 1 on node2 is Horovod rank 2 (node by node, as the
+    # tf_multiworker workers), so rank 0 is always the first node's first task
+    cyclic = {**_srun_env(2, tasks_per_node="2,1"), "SLURM_PROCID": "1"}
+    assert _gloo(cyclic)["HOROVOD_RANK"] == "2"
+
+
+def test_horovod_gloo_needs_the_step_layout():
+    from albertkit.distributed.cluster import horovod_gloo_environ
+
+    with pytest.raises(ConfigError, match="needs the tasks of every node"):
+        horovod_gloo_environ(ClusterInfo(rank=1, world_size=2, hosts=("a",), host="a"), 1)
+
+
+@pytest.mark.parametrize(("environ", "mpi", "gloo", "want"), [
+    ({}, False, True, "gloo"),
+    ({}, True, True, "gloo"),  # plain srun: no PMI, so MPI could not start
+    ({"PMIX_RANK": "0"}, True, True, "mpi"),  # srun --mpi=pmix
+    ({"PMI_RANK": "1"}, True, False, "mpi"),  # srun --mpi=pmi2
+    ({"PMIX_RANK": "0"}, False, True, "gloo"),  # --mpi=pmix but a Gloo-only Horovod
+    ({"HOROVOD_CONTROLLER": "mpi"}, False, True, "mpi"),  # asked for
+    ({}, True, False, "mpi"),  # no Gloo: the mismatch check explains
+])
+def test_horovod_controller_under_srun(environ, mpi, gloo, want):
+    from albertkit.distributed.slurm_gloo import controller_for
+
+    assert controller_for(environ, mpi_built=mpi, gloo_built=gloo) == want
+
+
+class _FakeHorovod:
+    def __init__(self, mpi: bool = False, gloo: bool = True):
+        self.mpi, self.gloo = mpi, gloo
+
+    def mpi_built(self) -> bool:
+        return self.mpi
+
+    def gloo_built(self) -> bool:
+        return self.gloo
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def _local_env(procid: int, port: int, **extra: str) -> dict[str, str]:
+    # two "nodes" that are this machine under two names
+    return _srun_env(procid, nodes="localhost,127.0.0.1", tasks_per_node="1(x2)",
+                     ALBERTKIT_PORT=str(port), **extra)
+
+
+def test_first_task_serves_the_gloo_rendezvous():
+    import urllib.request
+
+    from albertkit.distributed.slurm_gloo import prepare_slurm_horovod
+
+    port = _free_port()
+    env = _local_env(0, port)
+    target: dict[str, str] = {}
+    got = prepare_slurm_horovod(slurm_cluster(env), env, _FakeHorovod(), target=target)
+    assert got == target
+    assert (target["HOROVOD_RANK"], target["HOROVOD_GLOO_RENDEZVOUS_ADDR"],
+            target["HOROVOD_GLOO_RENDEZVOUS_PORT"]) == ("0", "127.0.0.1", str(port))
+    assert target["HOROVOD_GLOO_IFACE"] == "lo"  # the interface that reaches 127.0.0.1
+    # the server answers Horovod's key-value protocol: PUT then GET of a key in a scope
+    url = f"http://127.0.0.1:{port}/global/k"
+    urllib.request.urlopen(urllib.request.Request(url, data=b"v1", method="PUT"), timeout=10)
+    assert urllib.request.urlopen(url, timeout=10).read() == b"v1"
+    # a second server on the same port is a one-line error naming the variable to change
+    with pytest.raises(ConfigError, match=f"port {port}.*choose another ALBERTKIT_PORT"):
+        prepare_slurm_horovod(slurm_cluster(env), env, _FakeHorovod(), target={})
+
+
+def test_other_tasks_wait_for_the_rendezvous_and_name_it_when_it_never_comes():
+    import socket
+
+    from albertkit.distributed.slurm_gloo import prepare_slurm_horovod
+
+    with socket.socket() as listener:  # worker 0's server, already up
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        env = _local_env(1, listener.getsockname()[1], HOROVOD_GLOO_IFACE="eth7")
+        target: dict[str, str] = {}
+        prepare_slurm_horovod(slurm_cluster(env), env, _FakeHorovod(), target=target,
+                              timeout=5)
+    assert (target["HOROVOD_RANK"], target["HOROVOD_HOSTNAME"], target["HOROVOD_CROSS_RANK"],
+            target["HOROVOD_GLOO_IFACE"]) == ("1", "127.0.0.1", "1", "eth7")
+    env = _local_env(1, _free_port())
+    with pytest.raises(ConfigError, match=r"rendezvous at 127\.0\.0\.1:\d+ .*did not answer "
+                                          r"within 1 s"):
+        prepare_slurm_horovod(slurm_cluster(env), env, _FakeHorovod(), target={}, timeout=1)
+
+
+def test_nothing_is_prepared_for_mpi_or_a_job_of_one():
+    from albertkit.distributed.slurm_gloo import prepare_slurm_horovod
+
+    env = _local_env(1, _free_port(), PMIX_RANK="1")
+    assert prepare_slurm_horovod(slurm_cluster(env), env, _FakeHorovod(mpi=True),
+                                 target={}) is None
+    one = _srun_env(0, nodes="node1", tasks_per_node="1")
+    assert prepare_slurm_horovod(slurm_cluster(one), one, _FakeHorovod(), target={}) is None
+
+
+_GLOO_TASK = """
+import json, os, sys
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tensorflow as tf
+from albertkit.config import DistributedConfig
+from albertkit.distributed import build_distributor
+
+dist = build_distributor(DistributedConfig(backend="horovod"))
+mean = dist.reduce_mean([tf.constant([float(dist.rank + 1)])])[0]
+print(json.dumps({"rank": dist.rank, "size": dist.size, "mean": float(mean[0])}), flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_srun_tasks_join_through_gloo(tmp_path):
+    """Two processes with the variables srun gives a 2-node step, no launcher: Horovod
+    forms one job of two through the rendezvous the first serves."""
+    import os
+    import subprocess
+    import sys
+
+    port = _free_port()
+    script = tmp_path / "task.py"
+    script.write_text(_GLOO_TASK)
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("SLURM", "HOROVOD_", "OMPI_", "PMI")) and k != "TF_CONFIG"}
+    procs = [subprocess.Popen([sys.executable, str(script)], env={**base, **_local_env(r, port)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in (1, 0)]  # the second task starts first and waits for the first
+    outs = [p.communicate(timeout=240)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    results = sorted((json.loads(o.strip().splitlines()[-1]) for o in outs),
+                     key=lambda r: r["rank"])
+    assert results == [{"mean": 1.5, "rank": 0, "size": 2}, {"mean": 1.5, "rank": 1, "size": 2}]
+
+
+# ------------------------------------------------------------------------ bad input under srun
+@pytest.mark.parametrize("drop", [("SLURM_PROCID",), ("SLURM_PROCID", "SLURM_NODEID")])
+def test_a_step_task_without_its_rank_is_named(drop):
+    env = {k: v for k, v in _srun_env(1).items() if k not in drop}
+    with pytest.raises(ConfigError, match=r"^SLURM_STEP_ID=0 says this is a task of an srun "
+                                          r"step, but SLURM_PROCID is not set"):
+        cluster_from_environ(env)
+
+
+@pytest.mark.parametrize(("drop", "named"), [
+    (("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"), "SLURM_STEP_NODELIST, SLURM_JOB_NODELIST"),
+    (("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_STEP_TASKS_PER_NODE",
+      "SLURM_TASKS_PER_NODE"), "SLURM_STEP_NUM_TASKS, SLURM_NTASKS"),
+])
+def test_a_step_task_without_its_layout_is_named(drop, named):
+    env = {k: v for k, v in _srun_env(1).items() if k not in drop}
+    with pytest.raises(ConfigError, match=rf"^this srun task \(SLURM_PROCID=1\) has none of "
+                                          rf"{named}"):
+        cluster_from_environ(env)
+    # SLURM_NODELIST (the older name) alone is enough
+    only_old = {k: v for k, v in _srun_env(1).items()
+                if k not in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")}
+    assert slurm_cluster({**only_old, "SLURM_NODELIST": "node[1-2]"}).host == "node2"
+
+
+def test_backend_single_in_a_step_of_several_tasks_is_refused():
+    from albertkit.config import DistributedConfig
+    from albertkit.distributed import build_distributor
+
+    with pytest.raises(ConfigError, match=r"^this Slurm step has 2 tasks but "
+                                          r"distributed.backend=single trains in one process"):
+        build_distributor(DistributedConfig(backend="single"), _srun_env(1))
+    one = _srun_env(0, nodes="node1", tasks_per_node="1")
+    assert build_distributor(DistributedConfig(backend="single"), one).size == 1

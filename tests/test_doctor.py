@@ -180,3 +180,65 @@ def test_two_process_cluster_check_through_the_local_launcher(tmp_path):
         assert rows.get(name) == "ok", out[-3000:]
     assert "2 ranks summed, as expected" in done.stdout
     assert sorted(p.name.rsplit("-", 1)[1] for p in (run_dir / ".doctor").iterdir()) == ["0", "1"]
+
+
+# ------------------------------------------------------------------------ training's start check
+def _shared_dir_ranks(run_dirs, hosts) -> list:
+    """check_shared_run_dir on len(hosts) thread-ranks; each result is its return value or
+    the exception it raised."""
+    from albertkit.distributed.shared_dir import check_shared_run_dir
+
+    size = len(hosts)
+    fake = ThreadSum(size)
+    results: list = [None] * size
+
+    def rank_main(r: int) -> None:
+        try:
+            results[r] = check_shared_run_dir(fake.reduce(r), r, size, hosts[r], run_dirs[r])
+        except Exception as e:  # noqa: BLE001 - looked at by the test
+            results[r] = e
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def test_start_check_passes_on_a_shared_run_dir_and_leaves_nothing(tmp_path):
+    assert _shared_dir_ranks([tmp_path] * 3, ["node1", "node1", "node2"]) == [True] * 3
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_start_check_does_nothing_on_one_node(tmp_path):
+    # the ranks of --nproc (one machine) need no check, and write nothing
+    missing = tmp_path / "not-there"
+    assert _shared_dir_ranks([missing, tmp_path], ["localhost", "localhost"]) == [False, False]
+    assert not missing.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_start_check_names_the_rank_that_sees_another_run_dir(tmp_path):
+    from albertkit.config import ConfigError
+
+    dirs = [tmp_path / "node1-local", tmp_path / "node2-local"]
+    results = _shared_dir_ranks(dirs, ["node1", "node2"])
+    assert all(isinstance(e, ConfigError) for e in results), results
+    # every rank raises the same one-line error (with its own run_dir), about the first rank
+    # with a problem
+    assert {str(e).replace(str(d), "RUN") for e, d in zip(results, dirs, strict=True)} == {
+        "run_dir=RUN is not shared between the nodes: rank 0 on node1 cannot see the "
+        "files ranks [1] wrote there; put run_dir on storage every node mounts (checkpoints "
+        "are written by rank 0 and read by all)"}
+    assert [list(d.iterdir()) for d in dirs] == [[], []]  # each rank removed its file
+
+
+def test_start_check_names_a_rank_that_cannot_write(tmp_path):
+    from albertkit.config import ConfigError
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    results = _shared_dir_ranks([tmp_path, blocked], ["node1", "node2"])
+    assert all(isinstance(e, ConfigError) for e in results), results
+    assert str(results[0]) == f"run_dir={tmp_path}: rank 1 on node2 cannot write in it"
+    assert str(results[1]).startswith(f"run_dir={blocked}: rank 1 on node2 cannot write in it (")

@@ -41,8 +41,8 @@ CONFIG_REF = re.compile(r"examples/configs/[\w./-]+\.yaml")
 
 def test_the_examples_are_there():
     names = {p.name for p in SCRIPTS}
-    assert {"pretrain_horovod.sbatch", "pretrain_multiworker.sbatch", "finetune_squad.sbatch",
-            "hyperpod_pretrain.sbatch", "pretrain_container.sbatch",
+    assert {"pretrain_horovod.sbatch", "pretrain_horovod_gloo.sbatch",
+            "pretrain_multiworker.sbatch", "finetune_squad.sbatch", "hyperpod_pretrain.sbatch", "pretrain_container.sbatch",
             "setup_venv_on_shared_storage.sh"} <= names
     assert not list(SLURM.rglob("*.py")), "tests/test_examples.py runs every .py with --tiny"
 

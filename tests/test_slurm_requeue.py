@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -89,14 +90,16 @@ def test_failed_requeue_is_logged_not_raised(tmp_path, caplog):
 
 
 def test_sigusr1_sets_the_stop_event_and_is_recorded():
-    event, received = threading.Event(), []
+    event, received, received_at = threading.Event(), [], []
     before = signal.getsignal(signal.SIGUSR1)
-    with stop_on_signals(event, received):
+    with stop_on_signals(event, received, received_at):
+        sent = time.time()
         os.kill(os.getpid(), signal.SIGUSR1)
         deadline = time.time() + 5
         while not event.is_set() and time.time() < deadline:
             time.sleep(0.01)
     assert event.is_set() and received == [signal.SIGUSR1]
+    assert len(received_at) == 1 and sent <= received_at[0] <= time.time()
     assert signal.getsignal(signal.SIGUSR1) is before
 
 
@@ -134,6 +137,8 @@ def test_sigusr1_checkpoints_requeues_and_resumes_bit_identically(tmp_path):
     assert latest_step(run) == summary["step"]
     assert recorded(calls) == [f"show job -o {JOB}", f"requeue {JOB}"]
     assert f"Slurm job {JOB} requeued" in err
+    assert re.search(rf"stop checkpoint of step {summary['step']} on disk \d+\.\d s after the "
+                     "signal", err), err[-2000:]
 
     # Slurm starts the batch script again: the same command resumes and finishes.
     again = subprocess.run(cli(cfg_path), env=env, capture_output=True, text=True,

@@ -18,10 +18,11 @@ from albertkit.distributed.cluster import cluster_from_environ
 from albertkit.distributed.launch import cli_command, launch_local
 
 HOROVOD_UNDER_SRUN = (
-    "Horovod under Slurm takes its ranks from MPI: start it with `srun --mpi=pmix` (or "
-    "--mpi=pmi2, whichever `srun --mpi=list` offers and Open MPI was built with), with "
-    "Horovod built with MPI (horovod.tensorflow.mpi_built()); or start it with horovodrun "
-    "from a single task. See docs/slurm.md"
+    "Horovod under Slurm joins the step through Gloo when it is built with Gloo "
+    "(horovod.tensorflow.gloo_built()); with the MPI controller it takes its ranks from MPI: "
+    "start it with `srun --mpi=pmix` (or --mpi=pmi2, whichever `srun --mpi=list` offers and "
+    "Open MPI was built with), with Horovod built with MPI (horovod.tensorflow.mpi_built()); "
+    "or start it with horovodrun from a single task. See docs/slurm.md"
 )
 
 
@@ -33,22 +34,32 @@ def build_distributor(cfg: DistributedConfig, environ: Mapping[str, str] | None 
     the job: ``TF_CONFIG`` for ``tf_multiworker`` (on SageMaker the entry point writes it
     from the host list; in a Slurm step without it, it is built from the allocation);
     Horovod reads its own variables set by horovodrun/mpirun, or MPI's under
-    ``srun --mpi=pmix``. In a Slurm step of several tasks where Horovod sees another number
-    of processes (``srun`` without ``--mpi``), every task stops with a ConfigError saying
-    how to start it. Build it before any other TensorFlow work (GPU pinning, collective
-    setup).
+    ``srun --mpi=pmix``; in a Slurm step of several tasks otherwise, each task joins through
+    Horovod's Gloo controller (:mod:`albertkit.distributed.slurm_gloo`: the variables from
+    the step, the first task serving the rendezvous). Where Horovod still sees another
+    number of processes than the step has tasks, every task stops with a ConfigError saying
+    how to start it; ``single`` in a step of several tasks is a ConfigError too. Build it
+    before any other TensorFlow work (GPU pinning, collective setup).
     """
     backend = cfg.backend
     environ = os.environ if environ is None else environ
     if backend == "single":
+        step = cluster_from_environ(environ)
+        if step.source == "slurm" and step.world_size > 1:
+            raise ConfigError(
+                f"this Slurm step has {step.world_size} tasks but distributed.backend=single "
+                "trains in one process: each task would train alone into the same run_dir. "
+                "Use --distributed tf_multiworker or horovod, or start one task (srun -n1)")
         from albertkit.distributed.single import SingleProcess
 
         return SingleProcess()
     if backend == "horovod":
-        from albertkit.distributed.horovod import HorovodDistributor
+        from albertkit.distributed.horovod import HorovodDistributor, import_horovod
+        from albertkit.distributed.slurm_gloo import prepare_slurm_horovod
 
-        dist = HorovodDistributor(fp16_compression=cfg.fp16_compression)
         step = cluster_from_environ(environ)
+        prepare_slurm_horovod(step, environ, import_horovod())
+        dist = HorovodDistributor(fp16_compression=cfg.fp16_compression)
         if step.source == "slurm" and step.world_size > 1 and dist.size != step.world_size:
             raise ConfigError(f"this Slurm step has {step.world_size} tasks but Horovod sees "
                               f"{dist.size} process(es). {HOROVOD_UNDER_SRUN}")

@@ -27,10 +27,13 @@ Slurm nodes sharing one machine (a test cluster) do not collide. Ports ``base`` 
 ``base + tasks - 1`` must be free on the nodes; two jobs sharing nodes need different
 ``ALBERTKIT_PORT`` values.
 
-Horovod under Slurm reads its place from MPI, which ``srun --mpi=pmix`` (or ``pmi2``) hands
-to an Open MPI built with that plugin: nothing is translated here. :func:`slurm_cluster`
-lets the Horovod backend notice a step of several tasks in which Horovod sees only one
-process (``srun`` without ``--mpi``, or Horovod built without MPI) and stop with the fix.
+Horovod under Slurm: with an MPI build started by ``srun --mpi=pmix`` (or ``pmi2``), Horovod
+reads its place from MPI and nothing is translated here. Otherwise every task runs Horovod's
+Gloo controller with the variables :func:`horovod_gloo_environ` computes from the step
+(``HOROVOD_RANK``, ``_SIZE``, ``_LOCAL_RANK``, ``_LOCAL_SIZE``, ``_CROSS_RANK``,
+``_CROSS_SIZE``, ``_HOSTNAME``, the rendezvous address and port): the ranks are the
+tf_multiworker worker order, and worker 0 (the first node's first task) serves the
+rendezvous on the base port (:mod:`albertkit.distributed.slurm_gloo` starts it).
 
 SageMaker's host list is read in the SageMaker package, which builds its
 ``TF_CONFIG`` with :meth:`ClusterInfo.one_per_host` (one worker per host, one port).
@@ -51,6 +54,11 @@ Example:
     (3, 1, 4, ('n1', 'n2'), 'n2')
     >>> c.tf_config()
     {'cluster': {'worker': ['n1:23400', 'n1:23401', 'n2:23402', 'n2:23403']}, 'task': {'type': 'worker', 'index': 3}}
+    >>> g = horovod_gloo_environ(c, 23400)
+    >>> [g[k] for k in ("HOROVOD_RANK", "HOROVOD_LOCAL_RANK", "HOROVOD_CROSS_RANK")]
+    ['3', '1', '1']
+    >>> g["HOROVOD_GLOO_RENDEZVOUS_ADDR"], g["HOROVOD_CONTROLLER"]
+    ('n1', 'gloo')
 """
 
 from __future__ import annotations
@@ -85,6 +93,8 @@ class ClusterInfo:
         source: who described the job: ``tf_config``, ``mpirun``, ``horovodrun``, ``slurm``,
             ``sagemaker`` or ``local``.
         job_id: the scheduler's job id, when there is one (Slurm's ``SLURM_JOB_ID``).
+        tasks_per_node: the number of processes on each of ``hosts`` (known under Slurm;
+            empty otherwise).
     """
 
     rank: int = 0
@@ -96,6 +106,7 @@ class ClusterInfo:
     worker_index: int = 0
     source: str = "local"
     job_id: str | None = None
+    tasks_per_node: tuple[int, ...] = ()
 
     @property
     def is_chief(self) -> bool:
@@ -240,9 +251,21 @@ def slurm_cluster(environ: Mapping[str, str]) -> ClusterInfo | None:
     """This task's place in its Slurm job step, or None outside a step (see the module
     docstring for the variables). Inconsistent variables are a ConfigError naming them."""
     if not in_slurm_step(environ):
+        step_id = environ.get("SLURM_STEP_ID") or environ.get("SLURM_STEPID")
+        if step_id:
+            raise ConfigError(f"SLURM_STEP_ID={step_id} says this is a task of an srun step, "
+                              "but SLURM_PROCID is not set: the task's rank is unknown (was "
+                              "the environment cleared, e.g. by `env -i` or a container?)")
         return None
-    nodelist_var = "SLURM_STEP_NODELIST" if environ.get("SLURM_STEP_NODELIST") \
-        else "SLURM_JOB_NODELIST"
+    for names in (("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"),
+                  ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_STEP_TASKS_PER_NODE",
+                   "SLURM_TASKS_PER_NODE")):
+        if not any((environ.get(n) or "").strip() for n in names):
+            raise ConfigError(f"this srun task (SLURM_PROCID={environ['SLURM_PROCID']}) has "
+                              f"none of {', '.join(names)}: its job layout is unknown (was the "
+                              "environment cleared, e.g. by `env -i` or a container?)")
+    nodelist_var = next(n for n in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+                                     "SLURM_NODELIST") if (environ.get(n) or "").strip())
     tasks_var = "SLURM_STEP_TASKS_PER_NODE" if environ.get("SLURM_STEP_TASKS_PER_NODE") \
         else "SLURM_TASKS_PER_NODE"
     hosts = expand_hostlist(environ.get(nodelist_var) or "")
@@ -281,7 +304,45 @@ def slurm_cluster(environ: Mapping[str, str]) -> ClusterInfo | None:
     return ClusterInfo(rank=rank, world_size=world, local_rank=local_rank, hosts=tuple(hosts),
                        host=host, workers=workers,
                        worker_index=sum(per_node[:node]) + local_rank, source="slurm",
-                       job_id=environ.get("SLURM_JOB_ID") or None)
+                       job_id=environ.get("SLURM_JOB_ID") or None,
+                       tasks_per_node=tuple(per_node))
+
+
+# ============================================================================ Horovod's Gloo
+def horovod_gloo_slots(info: ClusterInfo) -> list[dict[str, Any]]:
+    """Every rank's Horovod slot in the step of ``info``, in rank order (node by node, as
+    ``horovodrun`` assigns them): ``hostname``, ``rank``, ``local_rank``, ``cross_rank``
+    (this node's place among the nodes that have a task of that local rank), ``size``,
+    ``local_size`` and ``cross_size``."""
+    counts = info.tasks_per_node
+    if not counts or len(counts) != len(info.hosts):
+        raise ConfigError("Horovod's Gloo layout needs the tasks of every node (a Slurm step)")
+    slots, rank = [], 0
+    for node, (host, count) in enumerate(zip(info.hosts, counts, strict=True)):
+        for local in range(count):
+            cross = [i for i, n in enumerate(counts) if n > local]
+            slots.append({"hostname": host, "rank": rank, "local_rank": local,
+                          "cross_rank": cross.index(node), "size": sum(counts),
+                          "local_size": count, "cross_size": len(cross)})
+            rank += 1
+    return slots
+
+
+def horovod_gloo_environ(info: ClusterInfo, port: int, rendezvous_addr: str | None = None,
+                         iface: str | None = None) -> dict[str, str]:
+    """The variables that make ``hvd.init()`` join the step of ``info`` through Gloo, as
+    ``horovodrun --gloo`` would set them: this task's slot (:func:`horovod_gloo_slots`; the
+    Horovod rank is the worker index), the rendezvous server (``rendezvous_addr``, default
+    the first node, and ``port``), the Gloo controller and CPU operations, and the network
+    interface when ``iface`` is given."""
+    slot = horovod_gloo_slots(info)[info.worker_index]
+    env = {f"HOROVOD_{key.upper()}": str(value) for key, value in slot.items()}
+    env.update({"HOROVOD_GLOO_RENDEZVOUS_ADDR": rendezvous_addr or info.hosts[0],
+                "HOROVOD_GLOO_RENDEZVOUS_PORT": str(port),
+                "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo"})
+    if iface:
+        env["HOROVOD_GLOO_IFACE"] = iface
+    return env
 
 
 # ============================================================================ TF_CONFIG

@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import random
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,54 +35,24 @@ from pathlib import Path
 import numpy as np
 
 from albertkit.distributed.cluster import ClusterInfo
+from albertkit.distributed.shared_dir import (  # shared with training's start-up check
+    HOST_BYTES,
+    Reduce,
+    distributor_sum,
+)
+from albertkit.distributed.shared_dir import decode_host as _decode_host
+from albertkit.distributed.shared_dir import encode_host as _encode_host
+from albertkit.distributed.shared_dir import file_name as _file_name
+from albertkit.distributed.shared_dir import slot as _slot
 from albertkit.doctor.report import CLOCK_TOLERANCE_SECONDS, Check
 from albertkit.fileio import atomic_write_json
 
 log = logging.getLogger("albertkit")
 
-HOST_BYTES = 64  # a host name travels in the all-reduce as this many character codes
 DOCTOR_DIR = ".doctor"
 # the names environment_checks gives its checks (albertkit.doctor.environment)
 ENVIRONMENT_CHECKS = ("python", "platform", "albertkit", "tensorflow", "gpus", "nccl", "horovod",
                       "nvidia_driver", "efa", "launch", "run_dir")
-
-Reduce = Callable[[np.ndarray], np.ndarray]  # the element-wise sum of a vector over ranks
-
-
-def distributor_sum(dist) -> Reduce:
-    """A float64 vector summed over the ranks of ``dist`` (any albertkit Distributor).
-
-    Each worker of ``tf_multiworker`` counts once however many local replicas it drives.
-    """
-    import tensorflow as tf
-
-    per_worker = max(1, dist.replicas // max(dist.size, 1))
-    fn = tf.function(lambda x: dist.reduce_sum({"v": x}))  # one trace per vector length
-
-    def reduce(values: np.ndarray) -> np.ndarray:
-        out = dist.local_value(dist.run(fn, tf.constant(values, tf.float64)))["v"]
-        return np.asarray(out.numpy(), np.float64) / per_worker
-
-    return reduce
-
-
-def _encode_host(host: str) -> np.ndarray:
-    codes = [min(ord(ch), 0x10FFFF) for ch in host[:HOST_BYTES]]
-    return np.array(codes + [0] * (HOST_BYTES - len(codes)), np.float64)
-
-
-def _decode_host(codes: np.ndarray) -> str:
-    return "".join(chr(int(c)) for c in codes if int(c) > 0)
-
-
-def _file_name(host: str, rank: int) -> str:
-    return f"{re.sub(r'[^A-Za-z0-9._-]', '_', host) or 'host'}-{rank}"
-
-
-def _slot(size: int, rank: int, value: float) -> np.ndarray:
-    v = np.zeros(size, np.float64)
-    v[rank] = value
-    return v
 
 
 def cluster_checks(reduce: Reduce, rank: int, size: int, host: str, run_dir: Path,

@@ -250,17 +250,20 @@ class StopSignal:
 
 
 @contextmanager
-def stop_on_signals(event: threading.Event,
-                    received: list[int] | None = None) -> Iterator[None]:
+def stop_on_signals(event: threading.Event, received: list[int] | None = None,
+                    received_at: list[float] | None = None) -> Iterator[None]:
     """SIGTERM (spot interruption, job stop), SIGINT and SIGUSR1 (Slurm's warning before the
     time limit, ``--signal=USR1@N``) set ``event``: the loop then checkpoints and stops. A
-    second SIGINT interrupts at once. Each signal's number is appended to ``received``."""
+    second SIGINT interrupts at once. Each signal's number is appended to ``received`` and
+    its arrival time (``time.time()``) to ``received_at``."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {}
 
     def handler(signum, frame):
+        if received_at is not None:
+            received_at.append(time.time())
         if received is not None:
             received.append(signum)
         if event.is_set() and signum == signal.SIGINT:

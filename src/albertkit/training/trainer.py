@@ -35,6 +35,7 @@ import logging
 import shutil
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,7 @@ class AlbertTrainer:
         self.summary: dict[str, Any] | None = None
         self._stop = threading.Event()
         self._signals: list[int] = []  # the stop signals received, in order
+        self._signal_times: list[float] = []  # and when (time.time())
         self._lock: RunDirLock | None = None
 
     @property
@@ -103,7 +105,7 @@ class AlbertTrainer:
             until_step: stop early at this global step with a checkpoint, as if interrupted
                 (the schedule still runs to ``runtime.max_steps``; a later ``fit()`` resumes).
         """
-        with stop_on_signals(self._stop, self._signals):
+        with stop_on_signals(self._stop, self._signals, self._signal_times):
             try:
                 run = self._build(for_training=True)
                 try:
@@ -188,6 +190,8 @@ class AlbertTrainer:
             # held until fit() returns: a second trainer here is refused before it builds a
             # model or touches the checkpoints (only the chief writes, so only the chief locks)
             self._lock = RunDirLock(self.run_dir).acquire()
+        if for_training:
+            _check_run_dir_shared(distributor, self.run_dir)
         parts = build_model_and_step(cfg, distributor)
         logger = RunLogger(self.run_dir, enabled=is_chief and for_training,
                            tensorboard=cfg.logging.tensorboard)
@@ -346,6 +350,9 @@ class AlbertTrainer:
         if result.stopped_by is None and data.has_eval:
             evals.run(result.step)
         checkpointing.save(result.step, "interrupted" if result.stopped_by else "final")
+        if result.stopped_by == "signal" and self._signal_times and run.distributor.is_chief:
+            log.info("stop checkpoint of step %d on disk %.1f s after the signal reached this "
+                     "process", result.step, time.time() - self._signal_times[0])
         timing = ({**window.last_time, "input_bound": clock.ever_input_bound}
                   if window.last_time else None)
         return write_summary(cfg, run, result, window.last, evals.last, timing)
@@ -410,3 +417,20 @@ def _forward_flops(parts: ModelAndStep) -> float:
     predictions = dummy["masked_lm_positions"].shape[1] if "masked_lm_positions" in dummy else 0
     count = training_flops(parts.spec, int(dummy["input_ids"].shape[1]), max(predictions, 1))
     return count.forward - (0.0 if predictions else count.parts["mlm_head"])
+
+
+def _check_run_dir_shared(distributor: Distributor, run_dir: Path) -> None:
+    """In a Slurm job of several nodes, stop every rank with one ConfigError before the
+    model is built when ``run_dir`` is not the same directory on every node
+    (:mod:`albertkit.distributed.shared_dir`). Not elsewhere: SageMaker's hosts have their
+    own checkpoint directories on purpose (synchronised through S3)."""
+    import os
+
+    from albertkit.distributed.cluster import cluster_from_environ, in_slurm_step
+    from albertkit.distributed.shared_dir import check_shared_run_dir, distributor_sum
+
+    if distributor.size <= 1 or not in_slurm_step(os.environ):
+        return
+    host = cluster_from_environ(os.environ).host
+    check_shared_run_dir(distributor_sum(distributor), distributor.rank, distributor.size,
+                         host, run_dir)
