@@ -6,13 +6,18 @@
 # Used by examples/slurm/hyperpod_pretrain.sbatch (its VENV); configs stay under
 # examples/configs/ (e.g. examples/configs/pretrain_base.yaml).
 #
-#   srun -N1 bash examples/slurm/setup_venv_on_shared_storage.sh          # once, from the head node
-#   ALBERTKIT_SRC=/fsx/albertkit bash examples/slurm/setup_venv_on_shared_storage.sh
-#   HOROVOD=1 bash ...   # also build Horovod with MPI and NCCL (needs mpicc and CUDA)
+# albertkit is installed from the clone of its repository this script sits in (albertkit is
+# not on PyPI); keep that clone on /fsx too, so the editable install is seen by every node.
+#
+#   srun -N1 bash /fsx/albertkit/examples/slurm/setup_venv_on_shared_storage.sh   # once
+#   ALBERTKIT_SRC=/fsx/other-clone bash .../setup_venv_on_shared_storage.sh
+#   HOROVOD=1 bash ...        # also Horovod, Gloo only (plain srun)
+#   HOROVOD=gpu-mpi bash ...  # Horovod with NCCL and MPI (needs CUDA and mpicc; srun --mpi=pmix)
 set -euo pipefail
 
 VENV=${VENV:-/fsx/venvs/albertkit}
-ALBERTKIT_SRC=${ALBERTKIT_SRC:-}       # a checkout to install editable; default: from PyPI
+# the checkout to install (editable); default: the one holding this script
+ALBERTKIT_SRC=${ALBERTKIT_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 PYTHON=${PYTHON:-python3}
 
 mkdir -p "$(dirname "$VENV")"
@@ -22,18 +27,31 @@ if [ -f "$VENV/.albertkit-ready" ]; then
   echo "venv ready: $VENV"
   exit 0
 fi
+# only a venv this script started and did not finish is made again; anything else at $VENV
+# is someone else's and stays
+if [ -e "$VENV" ] && [ ! -f "$VENV/.albertkit-building" ]; then
+  echo "error: $VENV exists and was not made by this script: set VENV to another path" >&2
+  exit 2
+fi
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
+touch "$VENV/.albertkit-building"
 "$VENV/bin/pip" install --upgrade pip
-if [ -n "$ALBERTKIT_SRC" ]; then
-  "$VENV/bin/pip" install -e "$ALBERTKIT_SRC"
-else
-  "$VENV/bin/pip" install albertkit
-fi
-if [ "${HOROVOD:-0}" = 1 ]; then
-  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_GPU_OPERATIONS=NCCL \
-    "$VENV/bin/pip" install --no-cache-dir horovod
-fi
+# TensorFlow with the CUDA libraries it was built against (as nvidia-* wheels)
+"$VENV/bin/pip" install "tensorflow[and-cuda]==2.21.*"
+[ -f "$ALBERTKIT_SRC/pyproject.toml" ] || {
+  echo "error: ALBERTKIT_SRC=$ALBERTKIT_SRC is not a clone of albertkit (no pyproject.toml)" >&2
+  exit 2
+}
+"$VENV/bin/pip" install -e "$ALBERTKIT_SRC"
+# Horovod through the repository's build recipe (it compiles against this venv's TensorFlow)
+case "${HOROVOD:-0}" in
+  0) ;;
+  1) bash "$ALBERTKIT_SRC/scripts/build_horovod.sh" --python "$VENV/bin/python" ;;
+  gpu-mpi) bash "$ALBERTKIT_SRC/scripts/build_horovod.sh" --python "$VENV/bin/python" --gpu --mpi ;;
+  *) echo "error: HOROVOD=$HOROVOD: expected 0, 1 or gpu-mpi" >&2; exit 2 ;;
+esac
 "$VENV/bin/albertkit" doctor --json > "$VENV/doctor.json" || true
+rm "$VENV/.albertkit-building"
 touch "$VENV/.albertkit-ready"
 echo "venv made: $VENV (activate with: source $VENV/bin/activate)"
