@@ -106,15 +106,17 @@ def config(**sections) -> dict:
 # --------------------------------------------------------------------------- built-ins
 def test_built_ins_are_registered_through_the_registry():
     assert list(registry.entries("task")) == ["pretraining", "squad", "classification"]
-    assert list(registry.data_kinds()) == ["synthetic", "tfrecord", "demo", "squad",
-                                           "classification"]
+    assert list(registry.data_kinds()) == ["synthetic", "tfrecord", "demo",
+                                           "user_pretraining", "squad", "classification",
+                                           "user_classification"]
     assert list(registry.optimizer_kinds()) == ["lamb", "adamw"]
     assert registry.size_names() == ["tiny", "base", "large", "xlarge", "xxlarge"]
     for category in ("task", "data kind", "optimizer", "size"):
         assert all(e.source.builtin for e in registry.entries(category).values())
     assert dict(TASK_OF_KIND) == {"synthetic": "pretraining", "tfrecord": "pretraining",
-                                  "demo": "pretraining", "squad": "squad",
-                                  "classification": "classification"}
+                                  "demo": "pretraining", "user_pretraining": "pretraining",
+                                  "squad": "squad", "classification": "classification",
+                                  "user_classification": "classification"}
     from albertkit.tasks import task_class
 
     assert task_class("squad").__name__ == "SquadTask"  # imported from the registered path
