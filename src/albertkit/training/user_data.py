@@ -165,17 +165,19 @@ class UserData:
 
     # ------------------------------------------------------------------ examples
     def examples(self, source: Any, position: int, what: str) -> tf.data.Dataset:
-        """The checked, normalised examples of ``source`` from ``position`` on."""
+        """The checked, normalised examples of ``source`` from ``position`` on (training data
+        may be empty there: the stream then says where it ended)."""
+        empty_ok = what == "train_data"
         if _is_dataset(source):
             base = source
-            check_element(base, self.features, what)
+            check_element(base, self.features, what, empty_ok)
             ds = base.repeat().skip(position) if what == "train_data" else base
         else:
             ds = source(position)
             if not _is_dataset(ds):
                 raise TypeError(f"{what} factory({position}) returned {type(ds).__name__}, "
                                 "expected a tf.data.Dataset")
-            check_element(ds, self.features, f"{what} factory({position})")
+            check_element(ds, self.features, f"{what} factory({position})", empty_ok)
         return ds.map(self._normalise)
 
     def _normalise(self, *element: Any) -> dict[str, tf.Tensor]:
@@ -287,11 +289,12 @@ def _as_dict(element: tuple) -> dict[str, Any]:
                        f"got {len(element)} parts")
 
 
-def check_element(ds: tf.data.Dataset, features: Features, what: str) -> None:
+def check_element(ds: tf.data.Dataset, features: Features, what: str,
+                  empty_ok: bool = False) -> None:
     """Check the first element of ``ds`` against ``features``; one-line errors name the key.
 
     Raises:
-        DatasetError: ``ds`` is empty, or its first element misses a key, has a wrong shape
+        DatasetError: ``ds`` is empty (unless ``empty_ok``), or its first element misses a key, has a wrong shape
             or a float where token ids (ints) belong.
     """
     import tensorflow as tf
@@ -314,6 +317,8 @@ def check_element(ds: tf.data.Dataset, features: Features, what: str) -> None:
     for element in ds.take(1):
         first = _as_dict(element if isinstance(element, tuple) else (element,))
     if first is None:
+        if empty_ok:
+            return
         raise DatasetError(f"{what}: the dataset is empty")
     for name, (shape, kind) in features.items():
         value = tf.convert_to_tensor(first[name])
