@@ -5,6 +5,7 @@ position, the plain-Dataset fallback, one-line errors, and a user optimizer."""
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import keras
@@ -18,6 +19,8 @@ from albertkit.data.pretraining_dataset import build_synthetic_dataset
 from albertkit.errors import CheckpointError, DatasetError, TrainingError
 from albertkit.training import AlbertTrainer
 
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "docs" / "howto" / "embed.md"
 TINY = {"size": "tiny", "vocab_size": 101, "hidden_size": 32, "embedding_size": 16,
         "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
 SEQ, PREDS, MICRO = 16, 3, 2
@@ -60,6 +63,7 @@ def synthetic_examples() -> tf.data.Dataset:
                                    repeat=True).unbatch()
 
 
+@pytest.mark.slow  # two or three tiny runs: 25-50 s on a loaded machine
 def test_a_user_dataset_trains_to_the_weights_of_albertkits_own_pipeline(tmp_path):
     AlbertTrainer(config(tmp_path / "own", SYNTHETIC, seed=0)).fit()
     user = AlbertTrainer(config(tmp_path / "user", USER_PRETRAINING, seed=0),
@@ -109,6 +113,7 @@ class EpochFactory:
             lambda i: {k: tf.gather(v, i % N) for k, v in rows.items()})
 
 
+@pytest.mark.slow  # two or three tiny runs: 25-50 s on a loaded machine
 def test_factory_resume_after_an_interruption_is_bit_identical(tmp_path):
     # 4 examples a step, 10 an epoch: steps straddle the datasets the factory returns
     straight = EpochFactory()
@@ -129,6 +134,7 @@ def test_factory_resume_after_an_interruption_is_bit_identical(tmp_path):
                                                                       "optimizer"))
 
 
+@pytest.mark.slow  # two or three tiny runs: 25-50 s on a loaded machine
 def test_plain_dataset_resume_skips_the_consumed_examples_with_a_warning(tmp_path, caplog):
     arrays = classification_arrays()
     plain = tf.data.Dataset.from_tensor_slices(arrays)  # repeated by the trainer
@@ -164,6 +170,7 @@ def test_keras_style_pairs_are_accepted(tmp_path):
 
 
 # --------------------------------------------------------------------------- optimizer
+@pytest.mark.slow  # two or three tiny runs: 25-50 s on a loaded machine
 def test_a_user_optimizer_is_used_and_resumed(tmp_path):
     data = tf.data.Dataset.from_tensor_slices(classification_arrays())
     opt = keras.optimizers.Adam(1e-3)
@@ -229,6 +236,7 @@ def test_ambiguous_or_missing_sources_are_refused(tmp_path):
     one_line(e)
     with pytest.raises(ConfigError, match="pass train_data="):
         AlbertTrainer(config(tmp_path / "b", USER_CLASSIFICATION)).fit()
+    assert not (tmp_path / "b").exists()  # refused before the run directory is made
     with pytest.raises(TypeError, match="tf.data.Dataset or a factory"):
         AlbertTrainer(config(tmp_path / "c", USER_CLASSIFICATION), train_data=[1, 2])
     with pytest.raises(ValueError, match="needs its outputs"):
@@ -244,3 +252,27 @@ def test_several_processes_are_refused(tmp_path):
         AlbertTrainer(config(tmp_path / "r", USER_CLASSIFICATION), TwoProcesses(),
                       train_data=data).fit()
     one_line(e)
+
+
+# --------------------------------------------------------------------------- the guide
+@pytest.mark.slow  # two or three tiny runs: 25-50 s on a loaded machine
+def test_the_embed_guide_runs_as_written(tmp_path, monkeypatch, capsys):
+    blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(encoding="utf-8"), flags=re.S)
+    assert len(blocks) == 1
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(blocks[0], str(GUIDE), "exec"), scope)  # noqa: S102 - our own guide
+    trainer = scope["trainer"]
+    assert trainer.summary["status"] == "completed" and trainer.summary["step"] == 8
+    assert "completed 8" in capsys.readouterr().out
+    steps = [int(p.name.split("-")[1]) for p in (tmp_path / "runs/my-classifier/checkpoints"
+                                                 ).glob("ckpt-*")]
+    assert 4 in steps and 8 in steps
+    # the factory starts anywhere: the examples from position 32 are those an uninterrupted
+    # stream has there
+    factory = scope["train_data"]
+    whole = [int(e["input_ids"][0]) for e in factory(0).take(48)]
+    assert [int(e["input_ids"][0]) for e in factory(32).take(16)] == whole[32:]
+    # an ordinary run directory: it exports
+    out = trainer.export(tmp_path / "exported")
+    assert (out / "config.json").is_file()

@@ -74,6 +74,7 @@ from albertkit.training.user_data import (
     UserData,
     check_backend,
     check_inputs,
+    check_train_data,
     user_optimizer,
 )
 
@@ -134,6 +135,7 @@ class AlbertTrainer:
             until_step: stop early at this global step with a checkpoint, as if interrupted
                 (the schedule still runs to ``runtime.max_steps``; a later ``fit()`` resumes).
         """
+        check_train_data(self.config, self._train_data)
         with stop_on_signals(self._stop, self._signals):
             try:
                 run = self._build(for_training=True)

@@ -97,6 +97,14 @@ def check_inputs(cfg: TrainerConfig, train_data: Any, eval_data: Any) -> None:
                             f"tf.data.Dataset, got {type(value).__name__}")
 
 
+def check_train_data(cfg: TrainerConfig, train_data: Any) -> None:
+    """Refuse ``fit()`` of a ``user_*`` data kind without ``train_data`` (before the run
+    directory is touched)."""
+    if isinstance(cfg.data, USER_DATA_KINDS) and train_data is None:
+        raise ConfigError(f"data.kind={cfg.data.kind}: the examples come from Python; pass "
+                          "train_data= to AlbertTrainer")
+
+
 def check_backend(distributor: Distributor, train_data: Any, eval_data: Any,
                   optimizer: Any) -> None:
     """Refuse user data or a user optimizer with more than one process."""
@@ -196,8 +204,7 @@ class UserData:
         """Endless ``[accum, micro_batch, ...]`` batches, starting after ``skip_micro_batches``
         micro-batches (the position in examples is that times the micro-batch size)."""
         if self._train is None:
-            raise ConfigError(f"data.kind=user_{self.task.name}: the examples come from "
-                              "Python; pass train_data= to AlbertTrainer")
+            raise ConfigError("no training data: pass train_data= to AlbertTrainer")
         position = skip_micro_batches * self.micro_batch_size
         if position and _is_dataset(self._train):
             log.warning("train_data is a tf.data.Dataset, not a factory(position): resuming "
