@@ -129,8 +129,8 @@ def test_the_plugins_command_lists_every_part(capsys):
 
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 3 + 5 + 2 + 5 and all(ln.endswith("albertkit (built-in)") for ln in out)
-    assert "data kind  squad (trains squad)" in out[6]
+    assert len(out) == 3 + 7 + 2 + 5 and all(ln.endswith("albertkit (built-in)") for ln in out)
+    assert "data kind  squad (trains squad)" in out[7]
 
 
 # --------------------------------------------------------------------------- a plugin
