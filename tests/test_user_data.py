@@ -239,6 +239,12 @@ def test_ambiguous_or_missing_sources_are_refused(tmp_path):
     assert not (tmp_path / "b").exists()  # refused before the run directory is made
     with pytest.raises(TypeError, match="tf.data.Dataset or a factory"):
         AlbertTrainer(config(tmp_path / "c", USER_CLASSIFICATION), train_data=[1, 2])
+    with pytest.raises(TypeError, match="keras.optimizers.Optimizer, got str"):
+        AlbertTrainer(config(tmp_path / "d", USER_CLASSIFICATION), train_data=data,
+                      optimizer="adam")
+    with pytest.raises(ConfigError, match="cannot go with it"):
+        AlbertTrainer(config(tmp_path / "e", USER_CLASSIFICATION), train_data=data
+                      ).to_sagemaker()
     with pytest.raises(ValueError, match="needs its outputs"):
         TrainerConfig.from_dict({"data": {"kind": "user_classification"}})
 

@@ -114,7 +114,7 @@ class AlbertTrainer:
                  train_data: Any = None, eval_data: Any = None, optimizer: Any = None) -> None:
         if not isinstance(config, TrainerConfig):
             raise TypeError(f"AlbertTrainer expects a TrainerConfig, got {type(config).__name__}")
-        check_inputs(config, train_data, eval_data)
+        check_inputs(config, train_data, eval_data, optimizer)
         self.config = config
         self._distributor = distributor
         self._train_data, self._eval_data, self._optimizer = train_data, eval_data, optimizer
@@ -185,6 +185,11 @@ class AlbertTrainer:
         built-in defaults (:func:`albertkit.sagemaker.submit.to_sagemaker`)."""
         from albertkit.sagemaker.submit import to_sagemaker
 
+        if isinstance(self.config.data, USER_DATA_KINDS) or self._optimizer is not None:
+            raise ConfigError("to_sagemaker(): the job runs from the config alone, so examples "
+                              "or an optimizer given in Python (data.kind="
+                              f"{self.config.data.kind}) cannot go with it; use a data kind "
+                              "that reads files and the config's optimizer")
         return to_sagemaker(self.config, **overrides)
 
     def export(self, out_dir: str | Path, format: str = "hf", overwrite: bool = False,

@@ -81,8 +81,10 @@ def describe(features: Features) -> str:
     return ", ".join(f"{k} {shape} {kind}" for k, (shape, kind) in features.items())
 
 
-def check_inputs(cfg: TrainerConfig, train_data: Any, eval_data: Any) -> None:
-    """Refuse a config and user data that disagree on where the examples come from."""
+def check_inputs(cfg: TrainerConfig, train_data: Any, eval_data: Any,
+                 optimizer: Any = None) -> None:
+    """Refuse a config and user data that disagree on where the examples come from, and
+    arguments of the wrong type."""
     user_kind = isinstance(cfg.data, USER_DATA_KINDS)
     given = [name for name, value in (("train_data", train_data), ("eval_data", eval_data))
              if value is not None]
@@ -95,6 +97,8 @@ def check_inputs(cfg: TrainerConfig, train_data: Any, eval_data: Any) -> None:
         if value is not None and not callable(value) and not _is_dataset(value):
             raise TypeError(f"{name} must be a tf.data.Dataset or a factory(position) -> "
                             f"tf.data.Dataset, got {type(value).__name__}")
+    if optimizer is not None:
+        _check_optimizer(optimizer)
 
 
 def check_train_data(cfg: TrainerConfig, train_data: Any) -> None:
@@ -124,6 +128,13 @@ def user_optimizer(optimizer: Any, fresh: bool) -> keras.optimizers.Optimizer | 
     one from its ``get_config()``, whose state then comes from the checkpoint."""
     if optimizer is None:
         return None
+    _check_optimizer(optimizer)
+    if fresh or optimizer.built:
+        return type(optimizer).from_config(optimizer.get_config())
+    return optimizer
+
+
+def _check_optimizer(optimizer: Any) -> None:
     import keras
 
     if not isinstance(optimizer, keras.optimizers.Optimizer):
@@ -132,9 +143,6 @@ def user_optimizer(optimizer: Any, fresh: bool) -> keras.optimizers.Optimizer | 
     if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
         raise ConfigError("optimizer: pass the inner optimizer; loss scaling is albertkit's "
                           "(runtime.precision=mixed_float16)")
-    if fresh or optimizer.built:
-        return type(optimizer).from_config(optimizer.get_config())
-    return optimizer
 
 
 def _is_dataset(value: Any) -> bool:
