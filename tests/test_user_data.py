@@ -134,7 +134,6 @@ def test_factory_resume_after_an_interruption_is_bit_identical(tmp_path):
                                                                       "optimizer"))
 
 
-@pytest.mark.slow  # two or three tiny runs: 25-50 s on a loaded machine
 def test_plain_dataset_resume_skips_the_consumed_examples_with_a_warning(tmp_path, caplog):
     arrays = classification_arrays()
     plain = tf.data.Dataset.from_tensor_slices(arrays)  # repeated by the trainer
@@ -170,7 +169,6 @@ def test_keras_style_pairs_are_accepted(tmp_path):
 
 
 # --------------------------------------------------------------------------- optimizer
-@pytest.mark.slow  # two or three tiny runs: 25-50 s on a loaded machine
 def test_a_user_optimizer_is_used_and_resumed(tmp_path):
     data = tf.data.Dataset.from_tensor_slices(classification_arrays())
     opt = keras.optimizers.Adam(1e-3)
