@@ -168,6 +168,42 @@ def test_keras_style_pairs_are_accepted(tmp_path):
     assert trainer.summary["step"] == 2
 
 
+@pytest.mark.slow  # a tokenizer and two tiny runs: 25-50 s on a loaded machine
+def test_a_factory_over_the_same_features_trains_to_the_weights_of_the_file_pipeline(tmp_path):
+    """A GLUE-style file through albertkit's classification pipeline, and its features given
+    as a factory that reads them in albertkit's order (data.stream.index_stream): the same
+    weights."""
+    from albertkit.data.stream import index_stream
+    from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
+    from albertkit.tasks import build_task
+
+    good, bad = ["great", "fine", "warm", "bright", "lovely"], ["dull", "awful", "cold", "dark"]
+    rows = [(f"a {word} film about {topic}.", int(word in good)) for word in good + bad
+            for topic in ("love", "war", "ships")]
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows))
+    train_tokenizer(None, tmp_path / "tok", TokenizerConfig(vocab_size=40, num_threads=1),
+                    sentences=[t for t, _ in rows])
+    files = {"kind": "classification", "task": "sst2", "train_file": str(tsv),
+             "tokenizer": str(tmp_path / "tok"), "max_seq_length": SEQ}
+    own_cfg = config(tmp_path / "own", files, steps=5, seed=3)
+    AlbertTrainer(own_cfg).fit()
+
+    task = build_task(own_cfg, own_cfg.model.spec)
+    arrays = task.features(task.train_examples)  # what the file pipeline trains on
+    n = len(arrays["labels"])
+    table = {k: tf.constant(v) for k, v in arrays.items()}
+
+    def factory(position):
+        order = index_stream(n, seed=3, rank=0, size=1, batch_size=1, start_batch=position)
+        return order.unbatch().map(lambda i: {k: tf.gather(v, i) for k, v in table.items()})
+
+    AlbertTrainer(config(tmp_path / "user", {"kind": "user_classification", "task": "sst2",
+                                             "max_seq_length": SEQ}, steps=5, seed=3),
+                  train_data=factory).fit()
+    assert_same(weights(tmp_path / "own"), weights(tmp_path / "user"))
+
+
 # --------------------------------------------------------------------------- optimizer
 def test_a_user_optimizer_is_used_and_resumed(tmp_path):
     data = tf.data.Dataset.from_tensor_slices(classification_arrays())
