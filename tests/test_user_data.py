@@ -313,6 +313,10 @@ def test_the_embed_guide_runs_as_written(tmp_path, monkeypatch, capsys):
     factory = scope["train_data"]
     whole = [int(e["input_ids"][0]) for e in factory(0).take(48)]
     assert [int(e["input_ids"][0]) for e in factory(32).take(16)] == whole[32:]
-    # an ordinary run directory: it exports
+    # an ordinary run directory: it exports, and it reports
     out = trainer.export(tmp_path / "exported")
     assert (out / "config.json").is_file()
+    from albertkit.report import write_run_report
+
+    write_run_report(tmp_path / "runs/my-classifier")
+    assert (tmp_path / "runs/my-classifier/report/report.md").is_file()
