@@ -108,15 +108,17 @@ def config(**sections) -> dict:
 # --------------------------------------------------------------------------- built-ins
 def test_built_ins_are_registered_through_the_registry():
     assert list(registry.entries("task")) == ["pretraining", "squad", "classification"]
-    assert list(registry.data_kinds()) == ["synthetic", "tfrecord", "demo", "squad",
-                                           "classification"]
+    assert list(registry.data_kinds()) == ["synthetic", "tfrecord", "demo",
+                                           "user_pretraining", "squad", "classification",
+                                           "user_classification"]
     assert list(registry.optimizer_kinds()) == ["lamb", "adamw"]
     assert registry.size_names() == ["tiny", "base", "large", "xlarge", "xxlarge"]
     for category in ("task", "data kind", "optimizer", "size"):
         assert all(e.source.builtin for e in registry.entries(category).values())
     assert dict(TASK_OF_KIND) == {"synthetic": "pretraining", "tfrecord": "pretraining",
-                                  "demo": "pretraining", "squad": "squad",
-                                  "classification": "classification"}
+                                  "demo": "pretraining", "user_pretraining": "pretraining",
+                                  "squad": "squad", "classification": "classification",
+                                  "user_classification": "classification"}
     from albertkit.tasks import task_class
 
     assert task_class("squad").__name__ == "SquadTask"  # imported from the registered path
@@ -129,8 +131,8 @@ def test_the_plugins_command_lists_every_part(capsys):
 
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 3 + 5 + 2 + 5 and all(ln.endswith("albertkit (built-in)") for ln in out)
-    assert "data kind  squad (trains squad)" in out[6]
+    assert len(out) == 3 + 7 + 2 + 5 and all(ln.endswith("albertkit (built-in)") for ln in out)
+    assert "data kind  squad (trains squad)" in out[7]
 
 
 # --------------------------------------------------------------------------- a plugin

@@ -28,6 +28,8 @@ from albertkit.config.data import (
     SyntheticData,
     TaskName,
     TFRecordData,
+    UserClassificationData,
+    UserPretrainingData,
 )
 from albertkit.config.overrides import apply_overrides
 from albertkit.config.registry import (
@@ -86,6 +88,8 @@ __all__ = [
     "TFRecordData",
     "TaskName",
     "TrainerConfig",
+    "UserClassificationData",
+    "UserPretrainingData",
     "apply_overrides",
     "format_validation_errors",
     "invalid_configuration",

@@ -12,6 +12,8 @@ from albertkit.config.data import (
     SquadData,
     SyntheticData,
     TFRecordData,
+    UserClassificationData,
+    UserPretrainingData,
 )
 from albertkit.config.registry import register_optimizer, register_size, register_task
 from albertkit.config.sections import AdamWConfig, LambConfig
@@ -21,10 +23,10 @@ from albertkit.config.sizes import SIZES
 def register_builtins() -> None:
     """Register the built-in parts (the registry calls this once, before any plugin)."""
     register_task("pretraining", "albertkit.tasks.pretraining:PretrainingTask",
-                  data=[SyntheticData, TFRecordData, DemoData])
+                  data=[SyntheticData, TFRecordData, DemoData, UserPretrainingData])
     register_task("squad", "albertkit.tasks.squad:SquadTask", data=[SquadData])
     register_task("classification", "albertkit.tasks.classification:ClassificationTask",
-                  data=[ClassificationData])
+                  data=[ClassificationData, UserClassificationData])
     register_optimizer(LambConfig)
     register_optimizer(AdamWConfig)
     for name, fields in SIZES.items():

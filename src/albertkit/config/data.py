@@ -266,9 +266,74 @@ class ClassificationData(Section):
     )
 
 
+class UserPretrainingData(_PretrainingShape):
+    """Pretraining examples given in Python (``AlbertTrainer(cfg, train_data=...)``).
+
+    The config only states the shapes the examples have; the examples themselves are a
+    ``tf.data.Dataset`` (or a factory of one) passed to the trainer (docs/howto/embed.md).
+    """
+
+    kind: Literal["user_pretraining"] = Field(
+        "user_pretraining",
+        description="Selects pretraining on examples passed to AlbertTrainer(train_data=...).",
+    )
+
+
+class UserClassificationData(Section):
+    """Classification examples given in Python (``AlbertTrainer(cfg, train_data=...)``).
+
+    The config states the labels and the sequence length; the examples (token ids, not text)
+    are a ``tf.data.Dataset`` (or a factory of one) passed to the trainer
+    (docs/howto/embed.md). The number of outputs comes from ``labels``, ``num_labels``, the
+    GLUE preset ``task`` or ``regression``.
+
+    Example:
+        >>> UserClassificationData(num_labels=3).max_seq_length
+        128
+    """
+
+    kind: Literal["user_classification"] = Field(
+        "user_classification",
+        description="Selects classification on examples passed to "
+        "AlbertTrainer(train_data=...).",
+    )
+    task: GlueTaskName | None = Field(
+        None, description="GLUE task preset: labels and metric (None = set num_labels or labels)."
+    )
+    num_labels: int | None = Field(
+        None, ge=2, description="Number of classes (labels are ids 0 .. num_labels-1)."
+    )
+    labels: list[str] | None = Field(
+        None, description="Class names in label-id order (None = num_labels or the preset's)."
+    )
+    regression: StrictBool | None = Field(
+        None,
+        description="One-output regression instead of classification (None = from the preset).",
+    )
+    max_seq_length: int = Field(
+        128, gt=8, description="Tokens per example, [CLS]/[SEP] included."
+    )
+
+    @model_validator(mode="after")
+    def _check_outputs(self):
+        if self.labels is not None and self.num_labels is not None \
+                and len(self.labels) != self.num_labels:
+            raise ValueError(f"data.labels has {len(self.labels)} names but data.num_labels="
+                             f"{self.num_labels}")
+        if self.regression and (self.labels is not None or self.num_labels is not None):
+            raise ValueError("data.regression=true has one output: drop data.labels / "
+                             "data.num_labels")
+        if (self.task is None and self.regression is None and self.labels is None
+                and self.num_labels is None):
+            raise ValueError("data.kind=user_classification needs its outputs: set "
+                             "data.num_labels, data.labels, data.task or data.regression")
+        return self
+
+
 # The built-in kinds (the type checkers' view); a config accepts every registered kind.
 DataConfig = Annotated[
-    SyntheticData | TFRecordData | DemoData | SquadData | ClassificationData,
+    SyntheticData | TFRecordData | DemoData | SquadData | ClassificationData
+    | UserPretrainingData | UserClassificationData,
     Field(discriminator="kind"),
 ]
 """The ``data`` section: one of the data kinds, chosen by its ``kind`` field."""

@@ -18,8 +18,9 @@ half-registered. In a plugin's ``pyproject.toml``::
     my_task = "my_package.albertkit_plugin:register"
 
 Example:
-    >>> sorted(data_kinds())
-    ['classification', 'demo', 'squad', 'synthetic', 'tfrecord']
+    >>> sorted(data_kinds())  # doctest: +NORMALIZE_WHITESPACE
+    ['classification', 'demo', 'squad', 'synthetic', 'tfrecord', 'user_classification',
+     'user_pretraining']
     >>> task_of_kind("demo"), sorted(optimizer_kinds()), "tiny" in size_names()
     ('pretraining', ['adamw', 'lamb'], True)
 """

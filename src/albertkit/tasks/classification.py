@@ -206,6 +206,8 @@ class ClassificationTask(Task):
                 self._label_map = LabelMap(None)
             elif self.data.labels:
                 self._label_map = LabelMap(self.data.labels)
+            elif getattr(self.data, "num_labels", None):  # user_classification: ids only
+                self._label_map = LabelMap([str(i) for i in range(self.data.num_labels)])
             elif self.preset is not None and self.preset.labels is not None:
                 self._label_map = LabelMap(self.preset.labels)
             else:
@@ -396,7 +398,9 @@ class ClassificationTask(Task):
         regression ``pearson``, ``spearman``, ``pearson_spearman``, ``mse``; plus ``loss``
         and ``examples``.
         """
-        arrays = self.eval_arrays()
+        # the pipelines' own arrays (examples given in Python), else the eval file's
+        given = getattr(data, "eval_arrays", None)
+        arrays = given if given is not None else self.eval_arrays()
         outputs = self.predict(model, arrays, self.micro_batch_size, step)
         labels = arrays["labels"]
         result = classification_metrics(labels, outputs, self.regression)

@@ -46,13 +46,15 @@ class ModelAndStep:
 
 
 def build_model_and_step(cfg: TrainerConfig, distributor: Distributor,
-                         spec: AlbertSpec | None = None) -> ModelAndStep:
+                         spec: AlbertSpec | None = None, optimizer: Any = None) -> ModelAndStep:
     """Seed, then build the task's model, the optimizer and the step under ``distributor``.
 
     Args:
         cfg: the run's config (task, model, optimizer, runtime).
         distributor: the backend; its replica count fixes the accumulation steps.
         spec: the architecture (default: :func:`resolve_spec` of ``cfg``).
+        optimizer: an unbuilt Keras optimizer used instead of ``cfg.optimizer``'s (the step
+            builds it on the model's trainable variables).
     """
     import keras
 
@@ -66,7 +68,8 @@ def build_model_and_step(cfg: TrainerConfig, distributor: Distributor,
     task = build_task(cfg, spec)
     with distributor.scope():
         model = task.build_model()
-        optimizer = cfg.optimizer.build(total_steps=cfg.runtime.max_steps)
+        if optimizer is None:
+            optimizer = cfg.optimizer.build(total_steps=cfg.runtime.max_steps)
         step = TrainStep(task, model, optimizer, distributor, cfg.runtime, accum,
                          cfg.optimizer.clip_norm)
     return ModelAndStep(spec, task, model, optimizer, step, accum)

@@ -95,6 +95,19 @@ def _keys(variables: list) -> list[str]:
     return [f"{i:05d}:{getattr(v, 'path', getattr(v, 'name', 'var'))}" for i, v in enumerate(variables)]
 
 
+def _same_optimizer_keys(keys: list[str], saved: dict[str, Any]) -> list[str]:
+    """``keys`` of optimizer variables, each replaced by the saved key that differs from it
+    only in the optimizer's name (``00003:adam_1/x`` -> ``00003:adam/x``) when it is not
+    saved itself; the index still pins the order."""
+
+    def unnamed(key: str) -> str:
+        index, _, path = key.partition(":")
+        return f"{index}:{path.partition('/')[2]}"
+
+    by_unnamed = {unnamed(k): k for k in saved}
+    return [k if k in saved else by_unnamed.get(unnamed(k), k) for k in keys]
+
+
 class CheckpointManager:
     """Saves, lists, verifies and restores checkpoints in ``directory``.
 
@@ -381,6 +394,10 @@ class CheckpointManager:
                     f"{path}: holds {len(arrays)} tensors but the {name} has {len(keys)} "
                     "variables (checkpoint from a different model or optimizer?)"
                 )
+            if name == "optimizer":
+                # Keras names an optimizer's variables after the optimizer, and names a second
+                # Adam() in a process "adam_1": the same optimizer's state, another prefix
+                keys = _same_optimizer_keys(keys, arrays)
             for key, var in zip(keys, variables, strict=True):
                 if key not in arrays:
                     raise CheckpointError(f"{path}: no tensor named {key!r} "
@@ -399,7 +416,10 @@ class CheckpointManager:
                                           "checkpoint); refusing to restore it")
             loaded[name] = arrays
         for name, variables in groups.items():
-            for key, var in zip(_keys(variables), variables, strict=True):
+            keys = _keys(variables)
+            if name == "optimizer":
+                keys = _same_optimizer_keys(keys, loaded[name])
+            for key, var in zip(keys, variables, strict=True):
                 var.assign(loaded[name][key])
 
 

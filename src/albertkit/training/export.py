@@ -25,7 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from albertkit.config import TASK_OF_KIND, ConfigError, TrainerConfig
+from albertkit.config import TASK_OF_KIND, ConfigError, TrainerConfig, registry
 from albertkit.data.tokenizer_match import TOKENIZER_SUBDIR
 from albertkit.errors import CheckpointError
 from albertkit.fileio import load_yaml, replace_dir, temp_dir_beside
@@ -48,7 +48,8 @@ def load_run_model(run_dir: str | Path,
     values: dict[str, Any] = {"run_dir": str(run_dir), "model.load_from": None}
     data = load_yaml(cfg_path).get("data")
     if isinstance(data, dict) and TASK_OF_KIND.get(data.get("kind")) not in (None, "pretraining") \
-            and data.get("tokenizer") is None:
+            and data.get("tokenizer") is None \
+            and "tokenizer" in registry.data_kinds()[data["kind"]].model_fields:
         # fine-tuned with the tokenizer of its model.load_from: the run keeps a copy
         values["data.tokenizer"] = str(run_dir / TOKENIZER_SUBDIR)
     cfg = TrainerConfig.from_yaml(cfg_path, values=values)

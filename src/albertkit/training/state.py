@@ -143,12 +143,15 @@ def resume_identity(cfg: TrainerConfig, parts: ModelAndStep,
                     distributor: Distributor) -> dict[str, Any]:
     """What must not change for a resume to continue the same data stream: the data
     position is "micro-batch N of this rank's seeded stream", which only means the same
-    thing if the stream is built the same way (rank count and shuffle window included)."""
+    thing if the stream is built the same way (rank count and shuffle window included); and
+    the optimizer's class (its saved slots only mean the same thing to the same kind of
+    optimizer, the config's or one given to ``AlbertTrainer``)."""
     return {"seed": cfg.runtime.seed,
             "micro_batch_size": parts.task.micro_batch_size,
             "global_batch_size": cfg.runtime.global_batch_size,
             "replicas": distributor.replicas,
-            "shuffle_buffer": getattr(cfg.data, "shuffle_buffer", None)}
+            "shuffle_buffer": getattr(cfg.data, "shuffle_buffer", None),
+            "optimizer": type(parts.optimizer).__name__}
 
 
 @dataclass

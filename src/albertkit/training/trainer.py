@@ -70,6 +70,14 @@ from albertkit.training.state import Run, RunState, SiftCounters, resume_identit
 from albertkit.training.summary import write_summary
 from albertkit.training.timing import StepClock
 from albertkit.training.tracking import MlflowTracker
+from albertkit.training.user_data import (
+    USER_DATA_KINDS,
+    UserData,
+    check_backend,
+    check_inputs,
+    check_train_data,
+    user_optimizer,
+)
 
 log = logging.getLogger("albertkit")
 
@@ -80,13 +88,37 @@ class AlbertTrainer:
     Args:
         config: the validated root config.
         distributor: optional backend instance (built from ``config.distributed`` if None).
+        train_data: examples given in Python instead of files, for a config whose
+            ``data.kind`` is ``user_pretraining`` or ``user_classification`` (which name the
+            task and the shapes): a ``tf.data.Dataset`` of single examples (dicts of the
+            task's features; albertkit batches them), or ``factory(position)`` returning the
+            dataset that starts at example ``position`` (the examples already trained on:
+            step x ``runtime.global_batch_size``), which makes a resume start exactly there.
+            A plain dataset is repeated, and a resume re-reads it from its start and drops the
+            consumed examples (with a warning). See :mod:`albertkit.training.user_data` and
+            docs/howto/embed.md.
+        eval_data: evaluation examples in the same form (a dataset, or a factory called with
+            position 0); pretraining scores up to ``runtime.eval_steps`` micro-batches of it,
+            classification all of it.
+        optimizer: a Keras optimizer used instead of the config's ``optimizer`` section (of
+            which only ``clip_norm`` still applies: clipping is the step's). ``fit()`` builds
+            this instance on the model, so its ``iterations`` and slots are the run's;
+            checkpoints save its variables (iterations, slots, a float learning rate) and a
+            resume restores them into an optimizer of the same class (another class is
+            refused). ``evaluate()`` and a second ``fit()`` use a copy from its
+            ``get_config()``.
+
+    User data and a user optimizer need ``distributed.backend=single``.
     """
 
-    def __init__(self, config: TrainerConfig, distributor: Distributor | None = None) -> None:
+    def __init__(self, config: TrainerConfig, distributor: Distributor | None = None, *,
+                 train_data: Any = None, eval_data: Any = None, optimizer: Any = None) -> None:
         if not isinstance(config, TrainerConfig):
             raise TypeError(f"AlbertTrainer expects a TrainerConfig, got {type(config).__name__}")
+        check_inputs(config, train_data, eval_data, optimizer)
         self.config = config
         self._distributor = distributor
+        self._train_data, self._eval_data, self._optimizer = train_data, eval_data, optimizer
         self.summary: dict[str, Any] | None = None
         self._stop = threading.Event()
         self._signals: list[int] = []  # the stop signals received, in order
@@ -105,6 +137,7 @@ class AlbertTrainer:
             until_step: stop early at this global step with a checkpoint, as if interrupted
                 (the schedule still runs to ``runtime.max_steps``; a later ``fit()`` resumes).
         """
+        check_train_data(self.config, self._train_data)
         with stop_on_signals(self._stop, self._signals, self._signal_times):
             try:
                 run = self._build(for_training=True)
@@ -154,6 +187,11 @@ class AlbertTrainer:
         built-in defaults (:func:`albertkit.sagemaker.submit.to_sagemaker`)."""
         from albertkit.sagemaker.submit import to_sagemaker
 
+        if isinstance(self.config.data, USER_DATA_KINDS) or self._optimizer is not None:
+            raise ConfigError("to_sagemaker(): the job runs from the config alone, so examples "
+                              "or an optimizer given in Python (data.kind="
+                              f"{self.config.data.kind}) cannot go with it; use a data kind "
+                              "that reads files and the config's optimizer")
         return to_sagemaker(self.config, **overrides)
 
     def export(self, out_dir: str | Path, format: str = "hf", overwrite: bool = False,
@@ -180,6 +218,7 @@ class AlbertTrainer:
             limit_malloc_arenas(cfg.runtime.malloc_arenas)
         distributor = self._distributor or build_distributor(cfg.distributed)
         self._distributor = distributor
+        check_backend(distributor, self._train_data, self._eval_data, self._optimizer)
         is_chief = distributor.is_chief
         if is_chief and for_training:
             try:
@@ -192,7 +231,12 @@ class AlbertTrainer:
             self._lock = RunDirLock(self.run_dir).acquire()
         if for_training:
             _check_run_dir_shared(distributor, self.run_dir)
-        parts = build_model_and_step(cfg, distributor)
+        parts = build_model_and_step(
+            cfg, distributor, optimizer=user_optimizer(self._optimizer, fresh=not for_training))
+        if self._optimizer is not None and is_chief and for_training:
+            log.info("optimizer: the given %s replaces the config's %s (optimizer.clip_norm=%s "
+                     "still clips)", type(parts.optimizer).__name__, cfg.optimizer.kind,
+                     cfg.optimizer.clip_norm)
         logger = RunLogger(self.run_dir, enabled=is_chief and for_training,
                            tensorboard=cfg.logging.tensorboard)
         sifting = SiftCounters(_forward_flops(parts)) if cfg.runtime.sifting is not None else None
@@ -313,7 +357,7 @@ class AlbertTrainer:
 
         cfg = self.config
         total = cfg.runtime.max_steps
-        data = run.task.datasets(cfg, run.distributor)
+        data = self._data(run)
         self._snapshot_tokenizer(run, data)
         start = run.state.start_step
         batches = iter(data.train(skip_micro_batches=start * run.accum, accum=run.accum,
@@ -357,6 +401,13 @@ class AlbertTrainer:
                   if window.last_time else None)
         return write_summary(cfg, run, result, window.last, evals.last, timing)
 
+    def _data(self, run: Run) -> TaskData:
+        """The task's own pipelines, or the examples given to the trainer."""
+        if isinstance(self.config.data, USER_DATA_KINDS):
+            return UserData(run.task, self._train_data, self._eval_data, run.distributor,
+                            eval_steps=self.config.runtime.eval_steps)
+        return run.task.datasets(self.config, run.distributor)
+
     def _snapshot_tokenizer(self, run: Run, data: TaskData) -> None:
         """Copy the run's tokenizer into ``run_dir/tokenizer`` so the run is self-contained."""
         from albertkit.data.tokenizer import TOKENIZER_FILES
@@ -385,10 +436,12 @@ class AlbertTrainer:
     def _evaluate(self, run: Run, data: TaskData | None = None,
                   step: int | None = None) -> dict[str, float]:
         if data is None:
-            data = run.task.datasets(self.config, run.distributor)
+            data = self._data(run)
         step = run.state.start_step if step is None else step
         if not data.has_eval:
-            raise ConfigError("no evaluation data configured (data.eval_files / eval_file)")
+            raise ConfigError("no evaluation data configured (data.eval_files / eval_file"
+                              + (", or eval_data= for data given in Python)"
+                                 if isinstance(self.config.data, USER_DATA_KINDS) else ")"))
         metrics = run.task.evaluate(run.model, run.step, data, self.config, self.run_dir)
         run.logger.scalars(step, metrics, kind="eval")
         return metrics
