@@ -4,6 +4,7 @@ position, the plain-Dataset fallback, one-line errors, and a user optimizer."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from pathlib import Path
@@ -281,6 +282,25 @@ def test_ambiguous_or_missing_sources_are_refused(tmp_path):
                       ).to_sagemaker()
     with pytest.raises(ValueError, match="needs its outputs"):
         TrainerConfig.from_dict({"data": {"kind": "user_classification"}})
+
+
+def test_a_sagemaker_job_of_a_user_data_kind_is_refused_from_the_config_alone(tmp_path, capsys):
+    # `albertkit launch` has only the config: no examples given in Python can travel
+    from albertkit.cli import main as cli_main
+    from albertkit.sagemaker import to_sagemaker
+
+    cfg = config(tmp_path / "j", USER_CLASSIFICATION)
+    sm = {"role_arn": "arn:aws:iam::123456789012:role/r", "output_path": "s3://my-bucket/albertkit",
+          "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest"}
+    refusal = ("data.kind=user_classification trains on examples given in Python "
+               "(AlbertTrainer(train_data=...)), which a job does not have")
+    with pytest.raises(ConfigError, match=re.escape(refusal)):
+        to_sagemaker(cfg, env_defaults={}, **sm)
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(cfg.to_dict() | {"sagemaker": sm}), encoding="utf-8")
+    assert cli_main(["launch", "--config", str(path), "--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and refusal in err
 
 
 def test_several_processes_are_refused(tmp_path):

@@ -242,6 +242,12 @@ def check_job(trainer_config: TrainerConfig, sm: SageMakerConfig) -> None:
             f"{where}={value!r} is not provided by any sagemaker.inputs channel; add an input "
             "whose path_in_config (or S3 uri / local path) covers it"
         )
+    if effective.data.kind in ("user_pretraining", "user_classification"):
+        problems.append(
+            f"data.kind={effective.data.kind} trains on examples given in Python "
+            "(AlbertTrainer(train_data=...)), which a job does not have: write them as files "
+            "(albertkit prepare-data, or a TSV for classification) and use a data kind that "
+            "reads files")
     # the container parses the config too: every plugin part must travel or be in the image
     problems += plugin_problems(effective, sm)
     if problems:
