@@ -25,6 +25,9 @@ VENV=${VENV:-.venv}
 if [ "${SETUP:-1}" != 0 ]; then
   python -m pip install --quiet --upgrade pip
   python -m pip install --quiet -e ".[test]"
+  # The example plugin (an outside package: its own pyproject, entry point and tests, which
+  # pytest collects through testpaths) is installed as a user would install it.
+  python -m pip install --quiet -e examples/plugins/albertkit-tagging
   bash scripts/build_horovod.sh
   ruff check .
   bash scripts/lint_infra.sh

@@ -109,3 +109,19 @@ def test_the_synthetic_set_is_deterministic_and_dev_names_are_unseen():
     kinds = {tag[2:] for row in dev for tag in row["tags"] if tag != "O"}
     assert kinds == {"PER", "LOC", "ORG"}
     assert len(entity_strings(dev)) > 100  # many distinct names, not a handful
+
+
+def test_two_models_in_one_process_have_the_same_variable_paths():
+    from albertkit.config import AlbertSpec
+    from albertkit_tagging.config import TAGGER_SMALL
+    from albertkit_tagging.model import AlbertForTokenClassification
+
+    spec = AlbertSpec(**{**TAGGER_SMALL, "num_hidden_layers": 1})
+    paths = []
+    for _ in range(2):
+        model = AlbertForTokenClassification(spec, 3)
+        model.build_for(8)
+        paths.append([v.path for v in model.variables])
+    assert paths[0] == paths[1]
+    assert "albert_for_token_classification/dropout/seed_generator/seed_generator_state" \
+        in paths[0]

@@ -21,6 +21,36 @@ from albertkit.models import AlbertEncoder
 
 
 @keras.saving.register_keras_serializable(package="albertkit_tagging")
+class SeededDropout(keras.layers.Layer):
+    """Dropout whose random state has the same variable path in every model built.
+
+    ``keras.layers.Dropout`` names its seed generator by a process-wide counter
+    (``seed_generator_7``), so the path of that state, which is a key of albertkit's
+    checkpoints, would depend on how many models the process built before: a checkpoint
+    written by one process would not load in another. Created in ``build`` under the layer's
+    own name, it is ``.../dropout/seed_generator/seed_generator_state`` every time.
+    """
+
+    def __init__(self, rate: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rate = float(rate)
+        self.seed_generator = None
+
+    def build(self, input_shape: Any = None) -> None:
+        if self.rate > 0:
+            self.seed_generator = keras.random.SeedGenerator(name="seed_generator")
+        self.built = True
+
+    def call(self, x: Any, training: bool = False) -> Any:
+        if training and self.seed_generator is not None:
+            return keras.random.dropout(x, self.rate, seed=self.seed_generator)
+        return x
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "rate": self.rate}
+
+
+@keras.saving.register_keras_serializable(package="albertkit_tagging")
 class AlbertForTokenClassification(keras.Model):
     """The ALBERT encoder and a linear tag classifier at every position.
 
@@ -49,8 +79,8 @@ class AlbertForTokenClassification(keras.Model):
         self.label_names = list(label_names) if label_names is not None else None
         self.albert = AlbertEncoder(spec, dtype=self.dtype_policy, add_pooling_layer=False,
                                     name="albert", remat=remat)
-        self.dropout = keras.layers.Dropout(spec.classifier_dropout_prob, name="dropout",
-                                            dtype=self.dtype_policy)
+        self.dropout = SeededDropout(spec.classifier_dropout_prob, name="dropout",
+                                     dtype=self.dtype_policy)
         self.classifier = keras.layers.Dense(
             num_labels, name="classifier", dtype=self.dtype_policy,
             kernel_initializer=keras.initializers.TruncatedNormal(
@@ -58,6 +88,7 @@ class AlbertForTokenClassification(keras.Model):
 
     def build(self, input_shape: Any = None) -> None:
         self.albert.build()
+        self.dropout.build()
         self.classifier.build((None, None, self.spec.hidden_size))
         self.built = True
 
