@@ -35,4 +35,7 @@ def build_lion(section, total_steps: int) -> PathExcludingLion:
         beta_2=section.beta_2,
         weight_decay=section.weight_decay or None,
         exclude_from_weight_decay=section.exclude_from_weight_decay,
+        # a fixed name: Keras' default counts optimizers per process, and the name is part
+        # of the optimizer variables' paths, the keys of albertkit's checkpoints
+        name="lion",
     )
