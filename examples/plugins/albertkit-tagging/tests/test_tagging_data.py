@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
+from itertools import islice
 
 import numpy as np
 import pytest
-
-from albertkit.data import Tokenizer, TokenizerConfig, train_tokenizer
-from albertkit.errors import DatasetError
 from albertkit_tagging.data import (
     Sentence,
     decode_tags,
@@ -18,6 +16,9 @@ from albertkit_tagging.data import (
     read_sentences,
 )
 from albertkit_tagging.example import entity_strings, make_dataset
+
+from albertkit.data import Tokenizer, TokenizerConfig, train_tokenizer
+from albertkit.errors import DatasetError
 
 ROWS = [
     {"tokens": ["Alice", "Abbott", "visited", "Port", "Elston", "."],
@@ -92,13 +93,16 @@ def test_a_word_past_the_sequence_has_no_position_and_is_predicted_o(tokenizer):
 
 
 def test_micro_batches_resume_where_they_stopped_and_ranks_split_the_data():
-    first = [r.tolist() for _, r in zip(range(7), micro_batch_rows(10, 3, 0, 1, 4, 0))]
-    resumed = [r.tolist() for _, r in zip(range(4), micro_batch_rows(10, 3, 0, 1, 4, 3))]
-    assert resumed == first[3:]
+    def rows(n, seed, rank, size, batch, start, count):
+        stream = micro_batch_rows(n, seed, rank, size, batch, start)
+        return [r.tolist() for r in islice(stream, count)]
+
+    first = rows(10, 3, 0, 1, 4, 0, 7)
+    assert rows(10, 3, 0, 1, 4, 3, 4) == first[3:]
     epoch0 = sum(first, [])[:10]
     assert sorted(epoch0) == list(range(10))  # an epoch is a permutation
-    rank0 = sum((r.tolist() for _, r in zip(range(3), micro_batch_rows(12, 0, 0, 2, 2, 0))), [])
-    rank1 = sum((r.tolist() for _, r in zip(range(3), micro_batch_rows(12, 0, 1, 2, 2, 0))), [])
+    rank0 = sum(rows(12, 0, 0, 2, 2, 0, 3), [])
+    rank1 = sum(rows(12, 0, 1, 2, 2, 0, 3), [])
     assert sorted(rank0 + rank1) == list(range(12))
 
 
@@ -112,9 +116,10 @@ def test_the_synthetic_set_is_deterministic_and_dev_names_are_unseen():
 
 
 def test_two_models_in_one_process_have_the_same_variable_paths():
-    from albertkit.config import AlbertSpec
     from albertkit_tagging.config import TAGGER_SMALL
     from albertkit_tagging.model import AlbertForTokenClassification
+
+    from albertkit.config import AlbertSpec
 
     spec = AlbertSpec(**{**TAGGER_SMALL, "num_hidden_layers": 1})
     paths = []

@@ -6,12 +6,12 @@ import json
 
 import numpy as np
 import pytest
+from albertkit_tagging.data import decode_tags
+from albertkit_tagging.task import TaggingTask, entity_scores
 
 from albertkit.config import TrainerConfig
 from albertkit.data import TokenizerConfig, train_tokenizer
 from albertkit.distributed import build_distributor
-from albertkit_tagging.data import decode_tags
-from albertkit_tagging.task import TaggingTask, entity_scores
 
 
 def test_entity_f1_on_a_hand_checked_case():

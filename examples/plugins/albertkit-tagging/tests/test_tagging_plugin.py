@@ -9,11 +9,11 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+from albertkit_tagging.config import TAGGER_SMALL, BioTaggingData, LionConfig
+from albertkit_tagging.optimizer import PathExcludingLion
 
 from albertkit.config import ConfigError, TrainerConfig
 from albertkit.optimizers import WarmupPolynomialDecay
-from albertkit_tagging.config import TAGGER_SMALL, BioTaggingData, LionConfig
-from albertkit_tagging.optimizer import PathExcludingLion
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example" / "tagging.yaml"
 

@@ -19,28 +19,14 @@ import json
 import random
 from pathlib import Path
 
-FIRST = ("Alice Bruno Carla Dmitri Elena Farid Greta Hugo Ingrid Jonas Keiko Lars Maya "
-         "Nikolai Olga Pavel Quinn Rosa Stefan Tamara Umar Vera Wim Xenia Yusuf Zora Anton "
-         "Bianca Cyril Dalia Emil Fiona Gustav Hana Ivo Jana Karim Lena Marco Nadia Oskar "
-         "Petra Rafael Sofia Tomas Ursula Viktor Wanda Yara Zeno").split()
-LAST = ("Abbott Berger Castillo Dorsey Eklund Fischer Gallo Horvath Ibsen Janssen Kowalski "
-        "Lindqvist Moreau Novak Okafor Petrov Quist Rinaldi Schulz Tanaka Ulrich Varga Weber "
-        "Yilmaz Zeller Almeida Brandt Costa Duval Esposito Ferreira Gruber Haas Iversen "
-        "Jovanovic Keller Larsen Meyer Nilsen Ortiz Pereira Romano Silva Torres Vogel Wagner "
-        "Young Ziegler Baker Carter").split()
-PLACES = ("Arlington|Brackwater|Corvallis|Dunmore|Eastport|Fairhaven|Glenrock|Harrowgate|"
-          "Ironbridge|Jasperville|Kingsford|Lakemont|Millbrook|Northfield|Oakridge|Pinecrest|"
-          "Queensbury|Riverton|Stonehaven|Thornbury|Upton|Valemont|Westfield|Yarmouth|"
-          "Port Elston|New Harlow|San Verano|Lake Tessa|Mount Carrow|East Linden|Fort Ashby|"
-          "Saint Orla|Glen Marra|North Vale|Little Brook|Old Kesting").split("|")
-ORG_STEMS = ("Acme Borealis Cobalt Delta Everline Fjord Granite Helix Ionic Juniper Kestrel "
-             "Lumen Meridian Nimbus Orion Pioneer Quartz Redwood Summit Titan Umbra Vertex "
-             "Willow Zenith Apex Beacon Cascade Dynamo Ember Falcon").split()
-ORG_SUFFIXES = "Corp Bank Group Labs Airlines Motors Foods Media Systems Energy".split()
+FIRST = ["Alice", "Bruno", "Carla", "Dmitri", "Elena", "Farid", "Greta", "Hugo", "Ingrid", "Jonas", "Keiko", "Lars", "Maya", "Nikolai", "Olga", "Pavel", "Quinn", "Rosa", "Stefan", "Tamara", "Umar", "Vera", "Wim", "Xenia", "Yusuf", "Zora", "Anton", "Bianca", "Cyril", "Dalia", "Emil", "Fiona", "Gustav", "Hana", "Ivo", "Jana", "Karim", "Lena", "Marco", "Nadia", "Oskar", "Petra", "Rafael", "Sofia", "Tomas", "Ursula", "Viktor", "Wanda", "Yara", "Zeno"]
+LAST = ["Abbott", "Berger", "Castillo", "Dorsey", "Eklund", "Fischer", "Gallo", "Horvath", "Ibsen", "Janssen", "Kowalski", "Lindqvist", "Moreau", "Novak", "Okafor", "Petrov", "Quist", "Rinaldi", "Schulz", "Tanaka", "Ulrich", "Varga", "Weber", "Yilmaz", "Zeller", "Almeida", "Brandt", "Costa", "Duval", "Esposito", "Ferreira", "Gruber", "Haas", "Iversen", "Jovanovic", "Keller", "Larsen", "Meyer", "Nilsen", "Ortiz", "Pereira", "Romano", "Silva", "Torres", "Vogel", "Wagner", "Young", "Ziegler", "Baker", "Carter"]
+PLACES = ["Arlington", "Brackwater", "Corvallis", "Dunmore", "Eastport", "Fairhaven", "Glenrock", "Harrowgate", "Ironbridge", "Jasperville", "Kingsford", "Lakemont", "Millbrook", "Northfield", "Oakridge", "Pinecrest", "Queensbury", "Riverton", "Stonehaven", "Thornbury", "Upton", "Valemont", "Westfield", "Yarmouth", "Port Elston", "New Harlow", "San Verano", "Lake Tessa", "Mount Carrow", "East Linden", "Fort Ashby", "Saint Orla", "Glen Marra", "North Vale", "Little Brook", "Old Kesting"]
+ORG_STEMS = ["Acme", "Borealis", "Cobalt", "Delta", "Everline", "Fjord", "Granite", "Helix", "Ionic", "Juniper", "Kestrel", "Lumen", "Meridian", "Nimbus", "Orion", "Pioneer", "Quartz", "Redwood", "Summit", "Titan", "Umbra", "Vertex", "Willow", "Zenith", "Apex", "Beacon", "Cascade", "Dynamo", "Ember", "Falcon"]
+ORG_SUFFIXES = ["Corp", "Bank", "Group", "Labs", "Airlines", "Motors", "Foods", "Media", "Systems", "Energy"]
 # Syllables the generated names are made of: with hundreds of names per list a model cannot
 # memorise them and has to read the context (and the shape of a name).
-SYLLABLES = ("ka lo mi ra ve san dor el ti na bru ge ha ros va li mar fen du ort sel "
-             "qui ber ta zo ni lan cor pe ask wen hol tur bi ga").split()
+SYLLABLES = ["ka", "lo", "mi", "ra", "ve", "san", "dor", "el", "ti", "na", "bru", "ge", "ha", "ros", "va", "li", "mar", "fen", "du", "ort", "sel", "qui", "ber", "ta", "zo", "ni", "lan", "cor", "pe", "ask", "wen", "hol", "tur", "bi", "ga"]
 LAST_ENDINGS = ("", "", "son", "ez", "ski", "ov", "man", "berg", "ini")
 PLACE_ENDINGS = ("ton", "ford", "burg", "ville", "port", "field", "dale", "mouth")
 PLACE_PREFIXES = ("Port", "New", "Lake", "Mount", "East", "North", "Saint", "Fort")
