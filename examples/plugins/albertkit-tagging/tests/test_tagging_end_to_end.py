@@ -41,31 +41,34 @@ def example(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def cli_run(example) -> Path:
-    """The example config run as its header says: ``albertkit finetune --config ...``."""
+@pytest.mark.slow
+@pytest.mark.torch
+def test_the_cli_run_tags_unseen_names_and_exports_to_transformers(example, tmp_path):
+    # one test, not two sharing a module fixture: pytest-xdist could run those on two
+    # workers, and each would train the model
     albertkit_cli("finetune", "--config", "example/tagging.yaml",
                   "--set", "logging.progress_bar=false", cwd=example)
-    return example / "runs" / "tagging"
+    run = example / "runs" / "tagging"
+    check_held_out_scores(run)
+    check_hf_parity(run, tmp_path / "hf")
 
 
-@pytest.mark.slow
-def test_the_cli_run_tags_unseen_names(cli_run):
+def check_held_out_scores(cli_run: Path) -> None:
     summary = json.loads((cli_run / "summary.json").read_text())
     assert summary["task"] == "tagging" and summary["status"] == "completed"
     scores = summary["eval"]
     assert scores["f1"] > HELD_OUT_F1, scores
     assert {"f1_PER", "f1_LOC", "f1_ORG", "precision", "recall"} <= set(scores)
     assert summary["best"]["metric"] == "f1" and summary["best"]["value"] >= scores["f1"]
+    print(f"held-out entity F1 {scores['f1']:.4f} (best {summary['best']['value']:.4f}), "
+          f"{summary['wall_seconds']} s of training")
 
 
-@pytest.mark.slow
-@pytest.mark.torch
-def test_the_hf_export_gives_transformers_the_same_logits(cli_run, tmp_path):
+def check_hf_parity(cli_run: Path, out: Path) -> None:
+    """Export the best checkpoint with the CLI; transformers' class gives the same logits."""
     import torch
     from transformers import AlbertForTokenClassification as HFTagger
 
-    out = tmp_path / "hf"
     albertkit_cli("export", str(cli_run), str(out), "--format", "hf", "--checkpoint", "best",
                   cwd=cli_run.parents[1])
     config = json.loads((out / "config.json").read_text())
@@ -84,6 +87,8 @@ def test_the_hf_export_gives_transformers_the_same_logits(cli_run, tmp_path):
                     ).logits.numpy()
     real = batch["input_mask"] > 0
     difference = np.abs(ours - theirs)
+    print(f"HF parity: max |albertkit - transformers| = {difference[real].max():.3g} over "
+          f"{int(real.sum())} real tokens ({difference.max():.3g} with padding)")
     assert difference[real].max() < 1e-5, difference[real].max()
     assert np.array_equal(ours.argmax(-1)[real], theirs.argmax(-1)[real])
 
