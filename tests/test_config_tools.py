@@ -55,7 +55,9 @@ def test_configuration_reference_is_up_to_date(builtins_only_registry):
     assert REFERENCE.is_file(), f"docs/configuration.md is missing: run `{REGENERATE}`"
     current = REFERENCE.read_text(encoding="utf-8")
     assert current == config_reference(), (
-        f"docs/configuration.md is stale (the config models changed): run `{REGENERATE}`")
+        f"docs/configuration.md is stale (the config models changed): run `{REGENERATE}` "
+        "where no plugin is installed (it documents installed plugins' kinds too; "
+        "`pip uninstall albertkit-tagging` first in the .venv of scripts/test.sh)")
 
 
 def test_reference_lists_every_section_and_field():
