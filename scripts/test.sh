@@ -26,7 +26,8 @@ if [ "${SETUP:-1}" != 0 ]; then
   python -m pip install --quiet --upgrade pip
   python -m pip install --quiet -e ".[test]"
   # The example plugin (an outside package: its own pyproject, entry point and tests, which
-  # pytest collects through testpaths) is installed as a user would install it.
+  # pytest collects through testpaths) is installed as a user would install it. With build
+  # isolation: its dependency seqeval is an sdist whose version comes from setuptools_scm.
   python -m pip install --quiet -e examples/plugins/albertkit-tagging
   bash scripts/build_horovod.sh
   ruff check .
