@@ -28,6 +28,10 @@ if [ "${SETUP:-1}" != 0 ]; then
   # (scripts/uv_args.py): ~20 s instead of pip's ~160 s with uv's cache warm. No bytecode
   # is compiled ahead (Python writes it at first import, for the modules used). If uv
   # cannot be had or fails, pip installs the same set (ALBERTKIT_INSTALLER=pip forces pip).
+  # With it the example plugin (an outside package: its own pyproject, entry point and tests,
+  # which pytest collects through testpaths), installed as a user would install it, with
+  # build isolation: its dependency seqeval is an sdist whose version comes from setuptools_scm.
+  plugin=examples/plugins/albertkit-tagging
   pins=scripts/test-constraints.txt
   installed=""
   if [ "${ALBERTKIT_INSTALLER:-uv}" = uv ] && python -m pip install --quiet "uv>=0.13,<0.14"; then
@@ -35,13 +39,13 @@ if [ "${SETUP:-1}" != 0 ]; then
     mapfile -d '' uv_env < <(python scripts/uv_args.py --env)
     if env "${uv_env[@]}" python -m uv pip install --quiet --python "$VENV/bin/python" \
         --index-strategy unsafe-best-match "${uv_opts[@]}" \
-        -c "$pins" -e ".[test]"; then
+        -c "$pins" -e ".[test]" -e "$plugin"; then
       installed=uv
     else
       echo "test.sh: uv could not install the test environment; pip installs it instead" >&2
     fi
   fi
-  [ -n "$installed" ] || python -m pip install --quiet -c "$pins" -e ".[test]"
+  [ -n "$installed" ] || python -m pip install --quiet -c "$pins" -e ".[test]" -e "$plugin"
   bash scripts/build_horovod.sh
   ruff check .
   bash scripts/lint_infra.sh

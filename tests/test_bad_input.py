@@ -261,6 +261,10 @@ def test_config_of_the_wrong_task(tmp_path, capsys, tok_dir):
     line = cli_error(capsys, ["finetune", "squad", "--config", path])
     assert line == (f"error: {path}: data.kind='synthetic' is a pretraining config, "
                     "not squad")
+    # without a family, finetune takes any fine-tuning task, but not pretraining
+    line = cli_error(capsys, ["finetune", "--config", path])
+    assert line == (f"error: {path}: data.kind='synthetic' is a pretraining config: run it "
+                    "with `albertkit pretrain`")
 
 
 # ====================================================================== pretraining data

@@ -41,7 +41,8 @@ def test_the_examples_are_found():
 
 
 @pytest.mark.parametrize("name", MODULES)
-def test_docstring_examples_run(name, tmp_path, monkeypatch):
+def test_docstring_examples_run(name, tmp_path, monkeypatch, builtins_only_registry):
+    # the examples show albertkit alone: plugins installed here (CI's example) set aside
     monkeypatch.chdir(tmp_path)
     module = importlib.import_module(name)
     tests = [t for t in doctest.DocTestFinder(exclude_empty=True).find(module, name)

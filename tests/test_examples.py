@@ -8,7 +8,7 @@ be rejected (a deliberately broken example in a guide) goes into ``EXPECTED_INVA
 the reason; the test then checks that it really is rejected, so the list cannot rot.
 
 Scripts: each ``examples/**/*.py`` not starting with ``_`` must accept ``--tiny`` and finish
-quickly in that mode. It runs in a fresh temporary working directory (examples must not
+quickly in that mode (``examples/plugins/`` holds packages, with their own tests, not scripts). It runs in a fresh temporary working directory (examples must not
 depend on the current directory) with ``ALBERTKIT_EXAMPLE_OUT`` naming a scratch directory
 it may write to.
 """
@@ -56,7 +56,8 @@ def _configs() -> list[Path]:
 
 def _scripts() -> list[Path]:
     return sorted(p for p in EXAMPLES.rglob("*.py")
-                  if not p.name.startswith("_") and "configs" not in p.parts)
+                  if not p.name.startswith("_") and "configs" not in p.parts
+                  and "plugins" not in p.relative_to(EXAMPLES).parts)
 
 
 CONFIGS = _configs()
@@ -147,8 +148,10 @@ def test_script_discovery(tmp_path):
     (tmp_path / "configs" / "x.py").write_text("")
     (tmp_path / "_helper.py").write_text("")
     (tmp_path / "sub").mkdir()
-    for name in ("a.py", "sub/b.py"):
+    (tmp_path / "plugins" / "pkg").mkdir(parents=True)
+    for name in ("a.py", "sub/b.py", "plugins/pkg/c.py"):
         (tmp_path / name).write_text("")
     found = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.py")
-                   if not p.name.startswith("_") and "configs" not in p.relative_to(tmp_path).parts)
+                   if not p.name.startswith("_") and "configs" not in p.relative_to(tmp_path).parts
+                   and "plugins" not in p.relative_to(tmp_path).parts)
     assert found == ["a.py", "sub/b.py"]

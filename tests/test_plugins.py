@@ -83,22 +83,18 @@ def make_distribution(site: Path, dist: str, module: str, code: str,
 
 
 @pytest.fixture
-def fresh_registry(monkeypatch, tmp_path):
-    """The registry as albertkit starts it (built-ins only, plugins not yet looked for);
-    restored afterwards, TrainerConfig's validator included."""
-    reg = registry._REGISTRY
-    registry.load_plugins()
-    saved = ({k: dict(v) for k, v in reg.tables.items()}, reg.version, set(reg.loaded))
+def fresh_registry(monkeypatch, tmp_path, builtins_only_registry):
+    """The registry as albertkit starts it (built-ins only, plugins not yet looked for;
+    plugins installed in the environment stay set aside); restored afterwards,
+    TrainerConfig's validator included."""
+    reg = builtins_only_registry
     reg.plugins_done = False
     site = tmp_path / "site"
     site.mkdir()
     monkeypatch.syspath_prepend(str(site))
     yield site
-    reg.tables, reg.version, reg.loaded = saved
-    reg.plugins_done = True
     for name in [m for m in sys.modules if m.startswith("fakeplug")]:
         del sys.modules[name]
-    TrainerConfig.sync_registry()
 
 
 def config(**sections) -> dict:
@@ -106,7 +102,7 @@ def config(**sections) -> dict:
 
 
 # --------------------------------------------------------------------------- built-ins
-def test_built_ins_are_registered_through_the_registry():
+def test_built_ins_are_registered_through_the_registry(builtins_only_registry):
     assert list(registry.entries("task")) == ["pretraining", "squad", "classification"]
     assert list(registry.data_kinds()) == ["synthetic", "tfrecord", "demo",
                                            "user_pretraining", "squad", "classification",
@@ -126,7 +122,7 @@ def test_built_ins_are_registered_through_the_registry():
     assert any(ln.split()[:3] == ["optimizer", "lamb", "albertkit"] for ln in lines)
 
 
-def test_the_plugins_command_lists_every_part(capsys):
+def test_the_plugins_command_lists_every_part(capsys, builtins_only_registry):
     from albertkit.cli import main
 
     assert main(["plugins"]) == 0

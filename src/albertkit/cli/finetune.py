@@ -1,4 +1,4 @@
-"""``albertkit finetune squad|glue`` and ``albertkit evaluate-squad``.
+"""``albertkit finetune [squad|glue]`` and ``albertkit evaluate-squad``.
 
 ``evaluate-squad`` prints the same JSON the official SQuAD scripts print:
 ``{"exact_match", "f1"}`` for v1.1 and ``{"exact", "f1", "total", "HasAns_*", "NoAns_*",
@@ -20,8 +20,12 @@ _FAMILY_TASK = {"squad": "squad", "glue": "classification"}
 
 # ---------------------------------------------------------------------- finetune
 def add_finetune_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("finetune", help="fine-tune on SQuAD or a GLUE-style task")
-    p.add_argument("task", choices=list(_FAMILY_TASK), help="task family of the config")
+    p = subparsers.add_parser(
+        "finetune", help="fine-tune on SQuAD, a GLUE-style task or a plugin's task",
+        description="Fine-tune from a config. The config's data.kind selects the task (a "
+        "plugin's too); naming the family (squad or glue) also checks the config is one.")
+    p.add_argument("task", nargs="?", choices=list(_FAMILY_TASK),
+                   help="task family the config must be (optional)")
     add_config_arguments(p)
     p.add_argument("--distributed", choices=BACKENDS)
     p.add_argument("--run-dir", type=Path, help="override run_dir")
@@ -31,6 +35,8 @@ def add_finetune_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run_finetune(args: argparse.Namespace) -> int:
+    if args.task is None:  # any fine-tuning task the config's data.kind selects
+        return run_training(args, expected_task=None, refused_task="pretraining")
     return run_training(args, expected_task=_FAMILY_TASK[args.task])
 
 

@@ -42,8 +42,12 @@ def load_config(args: argparse.Namespace):
     return cfg
 
 
-def run_training(args: argparse.Namespace, expected_task: str | None) -> int:
-    """Load the config, supervise ``--nproc`` local processes or train here, print the summary."""
+def run_training(args: argparse.Namespace, expected_task: str | None,
+                 refused_task: str | None = None) -> int:
+    """Load the config, supervise ``--nproc`` local processes or train here, print the summary.
+
+    The config must train ``expected_task`` (when given) and must not train
+    ``refused_task`` (``finetune`` without a family refuses a pretraining config)."""
     from albertkit.distributed.launch import launch_if_requested
     from albertkit.training.trainer import AlbertTrainer
 
@@ -55,6 +59,9 @@ def run_training(args: argparse.Namespace, expected_task: str | None) -> int:
     if expected_task and cfg.task != expected_task:
         raise SystemExit(f"error: {args.config}: data.kind={cfg.data.kind!r} is a {cfg.task} "
                          f"config, not {expected_task}")
+    if refused_task and cfg.task == refused_task:
+        raise SystemExit(f"error: {args.config}: data.kind={cfg.data.kind!r} is a {cfg.task} "
+                         f"config: run it with `albertkit {cfg.task.removesuffix('ing')}`")
     trainer = AlbertTrainer(cfg).fit()
     print_summary(trainer)
     return 0

@@ -11,7 +11,8 @@ import Keras and TensorFlow).
 * :mod:`albertkit.models.precision` -- mixed-precision plumbing (shared weights cast once);
 * :mod:`albertkit.models.options` -- ``RematMode`` and the activations fused into kernels;
 * :mod:`albertkit.models.footprint` -- parameter count and training-memory estimate;
-* :mod:`albertkit.models.hf` -- Hugging Face checkpoint import and export;
+* :mod:`albertkit.models.hf` -- Hugging Face checkpoint import and export (a model of
+  your own joins them by implementing :class:`HFExportable`);
 * :mod:`albertkit.models.encoder_layer` -- the encoder as a Keras layer for your own models
   (:class:`AlbertEncoderLayer`, importable from here).
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from albertkit.models.encoder_layer import AlbertEncoderLayer
     from albertkit.models.footprint import MemoryEstimate, estimate_memory, parameter_count
     from albertkit.models.hf import (
+        HFExportable,
         HFImportWarning,
         export_to_hf,
         load_hf_weights,
@@ -48,6 +50,7 @@ __all__ = [
     "AlbertForPretraining",
     "AlbertForQuestionAnswering",
     "AlbertForSequenceClassification",
+    "HFExportable",
     "HFImportWarning",
     "MemoryEstimate",
     "estimate_memory",
@@ -64,6 +67,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "AlbertForPretraining": "albert",
     "AlbertForQuestionAnswering": "albert",
     "AlbertForSequenceClassification": "albert",
+    "HFExportable": "hf",
     "HFImportWarning": "hf",
     "MemoryEstimate": "footprint",
     "estimate_memory": "footprint",

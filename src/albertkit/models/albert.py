@@ -85,6 +85,11 @@ def _layer_norm(spec: AlbertSpec, name: str, dtype: Any) -> LayerNorm:
     return LayerNorm(epsilon=spec.layer_norm_eps, name=name, dtype=dtype)
 
 
+def _hf_dense(name: str, layer: keras.layers.Dense) -> dict[str, tuple[Any, bool]]:
+    """A dense layer's weights under Hugging Face names (the kernel transposed)."""
+    return {f"{name}.weight": (layer.kernel, True), f"{name}.bias": (layer.bias, False)}
+
+
 def gather_positions(sequence: Any, positions: Any) -> Any:
     """Rows ``positions`` [B, P] of ``sequence`` [B, T, D] -> [B, P, D] (one flat gather)."""
     shape = ops.shape(sequence)
@@ -392,6 +397,8 @@ class AlbertEncoder(keras.Model):
         )
         self.pooler = _dense(spec, spec.hidden_size, "pooler", dt) if add_pooling_layer else None
 
+    hf_architectures = ("AlbertModel",)
+
     def group_index(self, layer: int) -> int:
         """The parameter group used by transformer layer ``layer`` (HF's float formula)."""
         s = self.spec
@@ -585,6 +592,17 @@ class AlbertForPretraining(_AlbertHeadModel):
     def build_for(self, seq_length: int = 8, max_predictions: int | None = 2) -> dict[str, Any]:
         return super().build_for(seq_length, max_predictions or 1)
 
+    hf_architectures = ("AlbertForPreTraining", "AlbertForMaskedLM", "AlbertModel")
+
+    def hf_head_weights(self) -> dict[str, tuple[Any, bool]]:
+        """The MLM and SOP heads' weights by Hugging Face name (see ``HFExportable``)."""
+        norm = self.predictions.layer_norm
+        return {**_hf_dense("predictions.dense", self.predictions.dense),
+                "predictions.LayerNorm.weight": (norm.gamma, False),
+                "predictions.LayerNorm.bias": (norm.beta, False),
+                "predictions.bias": (self.predictions.bias, False),
+                **_hf_dense("sop_classifier.classifier", self.sop_classifier)}
+
 
 class AlbertForQuestionAnswering(_AlbertHeadModel):
     """ALBERT with a span head: ``start_logits`` and ``end_logits`` [B, T] (float32).
@@ -620,6 +638,12 @@ class AlbertForQuestionAnswering(_AlbertHeadModel):
         enc = self.albert(inputs, training=training)
         logits = self.qa_outputs(enc["sequence_output"])  # [B, T, 2]
         return as_float32({"start_logits": logits[..., 0], "end_logits": logits[..., 1]})
+
+    hf_architectures = ("AlbertForQuestionAnswering",)
+
+    def hf_head_weights(self) -> dict[str, tuple[Any, bool]]:
+        """The span head's weights by Hugging Face name (see ``HFExportable``)."""
+        return _hf_dense("qa_outputs", self.qa_outputs)
 
 
 class AlbertForSequenceClassification(_AlbertHeadModel):
@@ -663,3 +687,9 @@ class AlbertForSequenceClassification(_AlbertHeadModel):
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "num_labels": self.num_labels}
+
+    hf_architectures = ("AlbertForSequenceClassification", "AlbertModel")
+
+    def hf_head_weights(self) -> dict[str, tuple[Any, bool]]:
+        """The classifier's weights by Hugging Face name (see ``HFExportable``)."""
+        return _hf_dense("classifier", self.classifier)

@@ -44,7 +44,7 @@ import shutil
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import ValidationError
@@ -65,14 +65,16 @@ AlbertModelLike = (
     | AlbertForPretraining
     | AlbertForQuestionAnswering
     | AlbertForSequenceClassification
+    | Any  # any HFExportable model (a plugin's)
 )
+# The built-in models' HF classes; an HFExportable model names its own (``hf_architectures``).
 Architecture = Literal[
     "AlbertForPreTraining",
     "AlbertForMaskedLM",
     "AlbertForQuestionAnswering",
     "AlbertForSequenceClassification",
     "AlbertModel",
-]
+] | str
 ModelKind = Literal["pretraining", "question_answering", "classification", "encoder"]
 
 CONFIG_FILE = "config.json"
@@ -203,12 +205,78 @@ _PRE_LN_MESSAGE = (
 
 
 # --------------------------------------------------------------------------- name mapping
+@runtime_checkable
+class HFExportable(Protocol):
+    """What a Keras model needs for Hugging Face export and import: an ALBERT encoder, the
+    Hugging Face classes it can be written as, and its head's weights by Hugging Face name.
+
+    albertkit's own task models implement it (``AlbertForPretraining``,
+    ``AlbertForQuestionAnswering``, ``AlbertForSequenceClassification``), and so may a
+    plugin's (a model for a task albertkit does not have): :func:`export_to_hf`,
+    :func:`load_hf_weights` and ``model.load_from`` then treat it exactly as the built-ins.
+
+    Attributes:
+        spec: the encoder's architecture (an :class:`~albertkit.config.AlbertSpec`).
+        albert: the :class:`~albertkit.models.AlbertEncoder` (its weights get the
+            ``albert.`` names of every Hugging Face ALBERT task class).
+        hf_architectures: the ``transformers`` class names the model can be exported as
+            (``config.json``'s ``architectures``), the default first. ``AlbertModel`` means
+            the encoder alone; any other name holds every weight the map names.
+        num_labels: optional; a model with an ``int`` ``num_labels`` gets ``id2label`` and
+            ``label2id`` in ``config.json`` (names from ``export_to_hf(id2label=...)``, else
+            the model's ``label_names`` if it has them, else ``LABEL_i``).
+
+    Example (a token-classification head that transformers' ``AlbertForTokenClassification``
+    loads; the plugin in ``examples/plugins/albertkit-tagging`` trains one):
+        >>> import keras
+        >>> class Tagger(keras.Model):
+        ...     hf_architectures = ("AlbertForTokenClassification",)
+        ...     def __init__(self, spec, num_labels):
+        ...         super().__init__()
+        ...         self.spec, self.num_labels = spec, num_labels
+        ...         self.albert = AlbertEncoder(spec, add_pooling_layer=False)
+        ...         self.classifier = keras.layers.Dense(num_labels, name="classifier")
+        ...     def call(self, inputs):
+        ...         return {"logits": self.classifier(self.albert(inputs)["sequence_output"])}
+        ...     def hf_head_weights(self):
+        ...         return {"classifier.weight": (self.classifier.kernel, True),
+        ...                 "classifier.bias": (self.classifier.bias, False)}
+        >>> spec = AlbertSpec(vocab_size=101, embedding_size=16, hidden_size=32,
+        ...                   num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        ...                   max_position_embeddings=64)
+        >>> tagger = Tagger(spec, num_labels=3)
+        >>> _ = tagger({"input_ids": np.ones((1, 8), "int32")})
+        >>> isinstance(tagger, HFExportable)
+        True
+        >>> out = export_to_hf(tagger, "tagger-hf")
+        >>> config = json.loads((out / "config.json").read_text())
+        >>> config["architectures"], config["id2label"]
+        (['AlbertForTokenClassification'], {'0': 'LABEL_0', '1': 'LABEL_1', '2': 'LABEL_2'})
+    """
+
+    spec: AlbertSpec
+    albert: AlbertEncoder
+    hf_architectures: ClassVar[tuple[str, ...]]
+
+    def hf_head_weights(self) -> dict[str, tuple[Any, bool]]:
+        """The head's weights: Hugging Face state-dict name -> ``(Keras variable,
+        transpose)``, ``transpose`` true for a dense kernel (Keras ``[in, out]``, PyTorch
+        ``[out, in]``)."""
+
+
 def hf_weight_map(model: AlbertModelLike) -> dict[str, tuple[Any, bool]]:
     """Map Hugging Face state-dict names to ``(keras variable, transpose)`` for ``model``.
 
     ``transpose`` is true for dense kernels (Keras ``[in, out]`` vs PyTorch ``[out, in]``).
-    Every name follows the HF task class of the same role (encoder names under ``albert.``).
+    The encoder's names (under ``albert.``) come from here, the head's from the model's
+    ``hf_head_weights()`` (:class:`HFExportable`), as the HF task class of the same role
+    names them.
     """
+    enc = model if isinstance(model, AlbertEncoder) else getattr(model, "albert", None)
+    if not isinstance(enc, AlbertEncoder) or (enc is not model and not callable(
+            getattr(model, "hf_head_weights", None))):
+        raise TypeError(f"{type(model).__name__} is not an HFExportable model: it needs an "
+                        "AlbertEncoder in .albert, hf_architectures and hf_head_weights()")
     if not model.built:
         model.build()
     out: dict[str, tuple[Any, bool]] = {}
@@ -221,7 +289,6 @@ def hf_weight_map(model: AlbertModelLike) -> dict[str, tuple[Any, bool]]:
         out[f"{name}.weight"] = (layer.gamma, False)
         out[f"{name}.bias"] = (layer.beta, False)
 
-    enc = model if isinstance(model, AlbertEncoder) else model.albert
     emb = enc.embeddings
     for table in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
         out[f"albert.embeddings.{table}.weight"] = (getattr(emb, table).embeddings, False)
@@ -242,30 +309,21 @@ def hf_weight_map(model: AlbertModelLike) -> dict[str, tuple[Any, bool]]:
         # pre-LayerNorm only: albertkit's own name (HF has no such weight; export refuses
         # pre-LN), so that the map names every weight for task-to-task initialisation.
         norm("albert.final_layer_norm", enc.final_layer_norm)
-
-    if isinstance(model, AlbertForPretraining):
-        dense("predictions.dense", model.predictions.dense)
-        norm("predictions.LayerNorm", model.predictions.layer_norm)
-        out["predictions.bias"] = (model.predictions.bias, False)
-        dense("sop_classifier.classifier", model.sop_classifier)
-    elif isinstance(model, AlbertForQuestionAnswering):
-        dense("qa_outputs", model.qa_outputs)
-    elif isinstance(model, AlbertForSequenceClassification):
-        dense("classifier", model.classifier)
+    if enc is not model:
+        head = model.hf_head_weights()
+        clash = sorted(set(head) & set(out))
+        if clash:
+            raise ValueError(f"{type(model).__name__}.hf_head_weights() names encoder "
+                             f"weights: {clash}")
+        out.update(head)
     return out
 
 
-def _architecture_keys(model: AlbertModelLike, architecture: Architecture) -> list[str]:
+def _architecture_keys(model: AlbertModelLike, architecture: str) -> list[str]:
     """The HF names that ``architecture`` holds (and ``model`` can provide), in map order."""
     names = list(hf_weight_map(model))
     has_pooler = "albert.pooler.weight" in names
-    expected: dict[type, tuple[Architecture, ...]] = {
-        AlbertForPretraining: ("AlbertForPreTraining", "AlbertForMaskedLM", "AlbertModel"),
-        AlbertForQuestionAnswering: ("AlbertForQuestionAnswering",),
-        AlbertForSequenceClassification: ("AlbertForSequenceClassification", "AlbertModel"),
-        AlbertEncoder: ("AlbertModel",),
-    }
-    allowed = expected[type(model)]
+    allowed = tuple(getattr(model, "hf_architectures", ()))
     if architecture not in allowed:
         raise ValueError(
             f"architecture={architecture!r} cannot be exported from a {type(model).__name__} "
@@ -281,16 +339,12 @@ def _architecture_keys(model: AlbertModelLike, architecture: Architecture) -> li
     return names
 
 
-def _default_architecture(model: AlbertModelLike) -> Architecture:
-    if isinstance(model, AlbertForPretraining):
-        return "AlbertForPreTraining"
-    if isinstance(model, AlbertForQuestionAnswering):
-        return "AlbertForQuestionAnswering"
-    if isinstance(model, AlbertForSequenceClassification):
-        return "AlbertForSequenceClassification"
-    if isinstance(model, AlbertEncoder):
-        return "AlbertModel"
-    raise TypeError(f"not an albertkit ALBERT model: {type(model).__name__}")
+def _default_architecture(model: AlbertModelLike) -> str:
+    architectures = getattr(model, "hf_architectures", None)
+    if not architectures or not isinstance(architectures, tuple | list):
+        raise TypeError(f"not an albertkit ALBERT model (no hf_architectures): "
+                        f"{type(model).__name__}")
+    return str(architectures[0])
 
 
 # --------------------------------------------------------------------------- safetensors I/O
@@ -519,12 +573,14 @@ def export_to_hf(
     Args:
         model: a built albertkit model (not pre-LayerNorm).
         out_dir: the directory to create; written in a temporary sibling, then renamed.
-        architecture: HF class to target; defaults to the model's own
-            (``AlbertForPreTraining``, ``AlbertForQuestionAnswering``,
-            ``AlbertForSequenceClassification``, ``AlbertModel``). A pretraining model can
-            also be exported as ``AlbertForMaskedLM`` (pooler and SOP head dropped).
+        architecture: HF class to target, one of the model's ``hf_architectures``
+            (:class:`HFExportable`); defaults to the first (``AlbertForPreTraining``,
+            ``AlbertForQuestionAnswering``, ``AlbertForSequenceClassification``,
+            ``AlbertModel``, or a plugin model's own). A pretraining model can also be
+            exported as ``AlbertForMaskedLM`` (pooler and SOP head dropped).
         tokenizer_dir: a tokenizer directory whose files are copied alongside.
-        id2label: label names for a classification model (default ``LABEL_i``).
+        id2label: label names for a model with ``num_labels`` (default: its
+            ``label_names`` if it has them, else ``LABEL_i``).
         overwrite: replace an existing non-empty ``out_dir``; only allowed if it is a
             previous export (holds ``.albertkit-export.json``).
 
@@ -538,12 +594,15 @@ def export_to_hf(
     state = hf_state_dict(model, architecture)  # refuses pre-LN and wrong architectures
 
     labels: dict[int, str] | None = None
-    if isinstance(model, AlbertForSequenceClassification) and architecture != "AlbertModel":
-        labels = id2label or {i: f"LABEL_{i}" for i in range(model.num_labels)}
-        if sorted(labels) != list(range(model.num_labels)):
-            raise ValueError(f"id2label={id2label!r} must name labels 0..{model.num_labels - 1}")
+    num_labels = getattr(model, "num_labels", None)
+    if isinstance(num_labels, int) and architecture != "AlbertModel":
+        names = getattr(model, "label_names", None)
+        labels = id2label or (dict(enumerate(map(str, names))) if names
+                              else {i: f"LABEL_{i}" for i in range(num_labels)})
+        if sorted(labels) != list(range(num_labels)):
+            raise ValueError(f"id2label={labels!r} must name labels 0..{num_labels - 1}")
     elif id2label is not None:
-        raise ValueError(f"id2label is only for classification models, not {architecture}")
+        raise ValueError(f"id2label is only for models with labels, not {architecture}")
     config = hf_config_dict(model.spec, architecture, labels)
 
     tokenizer_files: list[Path] = []

@@ -6,8 +6,9 @@ name the metrics it reports. Tasks come from the registry (:mod:`albertkit.confi
 where albertkit's own are registered exactly as a plugin's. Importing a task module does not
 import TensorFlow.
 
-The public names (``__all__``) are importable from here. Besides the two above and the
-:class:`Task` base class, they are SQuAD's pieces on their own: :func:`postprocess` turns a
+The public names (``__all__``) are importable from here. Besides the two above, the
+:class:`Task` base class and the names of a task's metrics (:class:`LogKeys`, what a task of
+your own declares), they are SQuAD's pieces on their own: :func:`postprocess` turns a
 model's logits into answers (:class:`SquadPredictions`), :func:`evaluate_files` scores them
 as the official scripts do.
 """
@@ -23,11 +24,12 @@ from albertkit.config.registry import task_builder
 if TYPE_CHECKING:
     from albertkit.config import TaskName, TrainerConfig
     from albertkit.config.sizes import AlbertSpec
-    from albertkit.tasks.base import Task
+    from albertkit.tasks.base import LogKeys, Task
     from albertkit.tasks.squad import SquadPredictions, postprocess
     from albertkit.tasks.squad_metrics import evaluate_files
 
 __all__ = [
+    "LogKeys",
     "SquadPredictions",
     "Task",
     "build_task",
@@ -37,6 +39,7 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "LogKeys": "base",
     "SquadPredictions": "squad",
     "Task": "base",
     "evaluate_files": "squad_metrics",

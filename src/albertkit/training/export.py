@@ -99,8 +99,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path, format: str = "hf",
         cfg, model = load_run_model(run_dir, checkpoint)
         id2label = None
         labels = getattr(cfg.data, "labels", None)
-        if labels and model.__class__.__name__ == "AlbertForSequenceClassification" \
-                and len(labels) == getattr(model, "num_labels", -1):
+        if labels and len(labels) == getattr(model, "num_labels", -1):
             id2label = dict(enumerate(labels))
         return export_to_hf(model, out_dir, tokenizer_dir=run_tokenizer_dir(run_dir),
                             id2label=id2label, overwrite=overwrite)

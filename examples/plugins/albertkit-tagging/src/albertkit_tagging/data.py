@@ -1,0 +1,241 @@
+"""Tagged sentences: reading them, aligning word tags to word pieces, and the batches the
+trainer asks for.
+
+Alignment: a sentence becomes ``[CLS] pieces of word 1 ... pieces of word n [SEP]``, each
+word encoded on its own (SentencePiece marks its start, so this is how the sentence would be
+split anyway). A word's tag is the label of its *first* piece; the other pieces, [CLS],
+[SEP] and padding get ``label_mask`` 0 and count in neither the loss nor the metrics. A word
+that yields no piece, or that falls past ``max_seq_length``, has no position: evaluation
+predicts ``O`` for it, so the entity F1 is always over every word of the file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from albertkit.errors import DatasetError
+
+MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
+FEATURES = (*MODEL_INPUTS, "labels", "label_mask")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One tagged sentence: its words and their BIO tags."""
+
+    tokens: tuple[str, ...]
+    tags: tuple[str, ...]
+
+
+# --------------------------------------------------------------------------- reading
+def read_sentences(path: str | Path, format: str = "auto") -> list[Sentence]:
+    """The sentences of a JSONL or CoNLL file; a bad line raises ``DatasetError`` naming
+    the file and line."""
+    path = Path(path)
+    if format == "auto":
+        format = "jsonl" if path.suffix in (".jsonl", ".json") else "conll"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read the tagging file ({e.strerror})") from None
+    rows = _jsonl(path, text) if format == "jsonl" else _conll(path, text)
+    sentences = []
+    for line, tokens, tags in rows:
+        if len(tokens) != len(tags):
+            raise DatasetError(f"{path}:{line}: {len(tokens)} tokens but {len(tags)} tags")
+        for tag in tags:
+            if tag != "O" and not (tag[:2] in ("B-", "I-") and len(tag) > 2):
+                raise DatasetError(f"{path}:{line}: tag {tag!r} is not O, B-TYPE or I-TYPE")
+        sentences.append(Sentence(tuple(tokens), tuple(tags)))
+    if not sentences:
+        raise DatasetError(f"{path}: no sentences")
+    return sentences
+
+
+def _jsonl(path: Path, text: str) -> Iterator[tuple[int, list[str], list[str]]]:
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            tokens, tags = row["tokens"], row["tags"]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise DatasetError(f"{path}:{n}: not a {{\"tokens\": [...], \"tags\": [...]}} "
+                               f"object ({type(e).__name__}: {e})") from None
+        if not (isinstance(tokens, list) and isinstance(tags, list)
+                and all(isinstance(x, str) for x in tokens + tags)):
+            raise DatasetError(f"{path}:{n}: tokens and tags must be lists of strings")
+        yield n, tokens, tags
+
+
+def _conll(path: Path, text: str) -> Iterator[tuple[int, list[str], list[str]]]:
+    tokens: list[str] = []
+    tags: list[str] = []
+    start = 1
+    for n, line in enumerate([*text.splitlines(), ""], 1):
+        parts = line.split()
+        if not parts:
+            if tokens:
+                yield start, tokens, tags
+            tokens, tags, start = [], [], n + 1
+            continue
+        if parts[0] == "-DOCSTART-":
+            continue
+        if len(parts) < 2:
+            raise DatasetError(f"{path}:{n}: expected 'token TAG', got {line.strip()!r}")
+        tokens.append(parts[0])
+        tags.append(parts[-1])
+
+
+def infer_labels(sentences: Sequence[Sentence]) -> list[str]:
+    """``O``, then for each entity type (sorted) its ``B-`` and ``I-`` tag."""
+    types = sorted({tag[2:] for s in sentences for tag in s.tags if tag != "O"})
+    return ["O", *(f"{p}-{t}" for t in types for p in ("B", "I"))]
+
+
+# --------------------------------------------------------------------------- features
+@dataclass
+class Encoded:
+    """Feature arrays ``[N, L]`` plus, per sentence, the position of each word's first
+    piece (-1: the word has none inside the sequence)."""
+
+    arrays: dict[str, np.ndarray]
+    word_positions: list[list[int]]
+    sentences: list[Sentence]
+
+
+def encode(sentences: Sequence[Sentence], tokenizer, labels: Sequence[str],
+           max_seq_length: int) -> Encoded:
+    """Token ids, masks and first-piece labels for ``sentences`` (``tokenizer`` is an
+    :class:`albertkit.data.Tokenizer`)."""
+    index = {tag: i for i, tag in enumerate(labels)}
+    n, length = len(sentences), max_seq_length
+    ids = np.full((n, length), tokenizer.pad_id, np.int32)
+    mask = np.zeros((n, length), np.int32)
+    label_ids = np.zeros((n, length), np.int32)
+    label_mask = np.zeros((n, length), np.float32)
+    positions: list[list[int]] = []
+    for row, sentence in enumerate(sentences):
+        pieces = [tokenizer.cls_id]
+        where = []
+        for word, tag in zip(sentence.tokens, sentence.tags, strict=True):
+            if tag not in index:
+                raise DatasetError(f"tag {tag!r} is not one of the labels {list(labels)}")
+            word_ids = tokenizer.encode(word)
+            if not word_ids or len(pieces) + len(word_ids) > length - 1:
+                where.append(-1)
+                continue
+            where.append(len(pieces))
+            label_ids[row, len(pieces)] = index[tag]
+            label_mask[row, len(pieces)] = 1.0
+            pieces += word_ids
+        pieces.append(tokenizer.sep_id)
+        ids[row, : len(pieces)] = pieces
+        mask[row, : len(pieces)] = 1
+        positions.append(where)
+    arrays = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids),
+              "labels": label_ids, "label_mask": label_mask}
+    return Encoded(arrays, positions, list(sentences))
+
+
+def decode_tags(logits: np.ndarray, encoded: Encoded, labels: Sequence[str]) -> list[list[str]]:
+    """Each sentence's predicted tag per word: the arg-max at its first piece (``O`` for a
+    word without a position)."""
+    best = np.asarray(logits).argmax(axis=-1)
+    return [[labels[best[row, p]] if p >= 0 else "O" for p in where]
+            for row, where in enumerate(encoded.word_positions)]
+
+
+# --------------------------------------------------------------------------- batches
+def micro_batch_rows(n: int, seed: int, rank: int, size: int, batch: int,
+                     start: int) -> Iterator[np.ndarray]:
+    """The example rows of this rank's micro-batches from micro-batch ``start`` on, endless.
+
+    Epoch ``e`` is a permutation of ``range(n)`` seeded by ``(seed, e)``, the same on every
+    rank; the epochs follow each other and rank ``r`` takes every ``size``-th element from
+    ``r``. Micro-batch ``k`` of a rank is therefore a pure function of ``k``: resuming at
+    ``start`` reads nothing before it.
+    """
+    cache: dict[int, np.ndarray] = {}
+
+    def element(position: int) -> int:
+        epoch, offset = divmod(position, n)
+        if epoch not in cache:
+            cache.clear()
+            cache[epoch] = np.random.default_rng([seed, epoch]).permutation(n)
+        return int(cache[epoch][offset])
+
+    k = start
+    while True:
+        first = k * batch
+        yield np.array([element((first + j) * size + rank) for j in range(batch)], np.int64)
+        k += 1
+
+
+class TaggingDatasets:
+    """The train and eval pipelines of the tagging task (albertkit's ``TaskData`` contract:
+    ``train``, ``eval``, ``has_eval``, ``tokenizer_dir``).
+
+    Args:
+        train: a function that builds the training features (called on first use, so an
+            evaluation alone never encodes the training file).
+        eval: the evaluation features, or None.
+        micro_batch_size: examples per replica per micro-batch.
+        seed: the shuffling seed (``runtime.seed``).
+        distributor: the run's ``albertkit.distributed.Distributor``.
+        tokenizer_dir: the tokenizer the features were made with (copied into the run).
+    """
+
+    def __init__(self, train, eval: dict[str, np.ndarray] | None, micro_batch_size: int,
+                 seed: int, distributor, tokenizer_dir: str | Path | None = None) -> None:
+        self._train_source = train
+        self._train: dict[str, np.ndarray] | None = None
+        self.eval_arrays = eval
+        self.micro_batch_size = micro_batch_size
+        self.seed = seed
+        self.distributor = distributor
+        self.tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir is not None else None
+
+    @property
+    def has_eval(self) -> bool:
+        return self.eval_arrays is not None and len(self.eval_arrays["input_ids"]) > 0
+
+    @property
+    def train_arrays(self) -> dict[str, np.ndarray]:
+        if self._train is None:
+            self._train = self._train_source()
+        return self._train
+
+    def train(self, skip_micro_batches: int = 0, accum: int = 1, stream_version: int = 2):
+        """Endless ``[accum, micro_batch, ...]`` batches for this rank (see
+        :func:`micro_batch_rows`); only stream version 2 exists for this task."""
+        import tensorflow as tf
+
+        if stream_version != 2:
+            raise ValueError(f"stream_version={stream_version}: the tagging task has only 2")
+        arrays = self.train_arrays
+        n, b = len(arrays["input_ids"]), self.micro_batch_size
+        d = self.distributor
+
+        def batches():
+            for rows in micro_batch_rows(n, self.seed, d.rank, d.size, b, skip_micro_batches):
+                yield {k: arrays[k][rows] for k in FEATURES}
+
+        signature = {k: tf.TensorSpec((b, *arrays[k].shape[1:]), tf.as_dtype(arrays[k].dtype))
+                     for k in FEATURES}
+        ds = tf.data.Dataset.from_generator(batches, output_signature=signature)
+        return d.distribute_dataset(ds.batch(accum, drop_remainder=True).prefetch(2))
+
+    def eval(self):
+        """This rank's ordered ``[micro_batch, ...]`` evaluation batches."""
+        import tensorflow as tf
+
+        if self.eval_arrays is None:
+            raise ValueError("no evaluation data configured (data.eval_file)")
+        ds = tf.data.Dataset.from_tensor_slices(self.eval_arrays)
+        return self.distributor.shard(ds).batch(self.micro_batch_size).prefetch(2)
