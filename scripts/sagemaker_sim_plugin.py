@@ -5,7 +5,8 @@ plugin provides, installs the plugin for this process only (its wheel into ``WOR
 on ``sys.path``, as ``pip install`` would on the user's machine; the environment is not
 touched), adds the simulation's ``sagemaker:`` values and ``sagemaker.plugins: [the plugin's
 directory]``, and stages the one-host job with ``sagemaker_sim.submit_and_lay_out``. Files
-the config names (any value that is an existing path relative to the config's directory)
+the config names (any value that is an existing path relative to the project directory: the
+plugin's own for its example config, else the directory of the config given with --config)
 travel in ``local`` input channels, unless the config's own ``sagemaker.inputs`` say how.
 
 ``check``: the job trained (summary ``completed``, training log lines), its task was the
@@ -81,7 +82,11 @@ def stage(args: argparse.Namespace) -> int:
     install_shipped_plugins(site / "code", site / "installed")
     print(f"plugin {source.distribution}: {built[0].name}, installed for this process")
 
-    os.chdir(config.parent)  # the config's relative paths are the user's project paths
+    # the user's project directory, which the config's relative paths are relative to: the
+    # plugin's own directory for its example config (run from there, as its comment says),
+    # else the directory of the config given with --config
+    project = config.parent if args.config else plugin
+    os.chdir(project)
     raw = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
     own = raw.get("sagemaker") or {}
     section = {**sim._sagemaker_section("albertkit-sim-plugin", 1),
@@ -90,9 +95,9 @@ def stage(args: argparse.Namespace) -> int:
     if not section.get("inputs"):
         found: set[str] = set()
         _paths({k: v for k, v in raw.items() if k not in ("sagemaker", "run_dir")}, found,
-               config.parent)
+               project)
         section["inputs"] = {
-            f"files{i}": {"kind": "local", "path": str((config.parent / p).resolve()),
+            f"files{i}": {"kind": "local", "path": str((project / p).resolve()),
                           "path_in_config": p}
             for i, p in enumerate(sorted(found))}
     raw["sagemaker"] = section

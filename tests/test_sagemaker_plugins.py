@@ -23,9 +23,12 @@ from albertkit.config import ConfigError, TrainerConfig, registry
 from albertkit.errors import PluginError
 from albertkit.sagemaker.plugins import (
     PLUGIN_WHEEL_DIR,
+    albertkit_requirements,
+    build_dependency_wheels,
     build_wheels,
     install_shipped_plugins,
     read_plugin_source,
+    unmet_requirements,
 )
 from test_plugins import PLUGIN, config
 
@@ -194,3 +197,87 @@ def test_a_plugin_that_does_not_build_names_its_directory_and_pip_s_words(tmp_pa
     assert str(e.value).startswith(
         f"building the plugin in {broken} into a wheel failed: pip said: ")
     assert list((tmp_path / "out").iterdir()) == []
+
+
+# --------------------------------------------------------------------------- dependencies
+DEP_PYPROJECT = '''
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "albertkit-fakedep"
+version = "1.2"
+
+[tool.setuptools]
+py-modules = ["fakedep_mod"]
+'''
+
+
+@pytest.fixture(scope="module")
+def plugin_with_a_dependency(tmp_path_factory):
+    """(a plugin wheel that requires albertkit-fakedep>=1.0, a find-links dir with that
+    dependency's wheel); both built offline here."""
+    root = tmp_path_factory.mktemp("withdep")
+    dep = root / "albertkit-fakedep"
+    dep.mkdir()
+    (dep / "pyproject.toml").write_text(textwrap.dedent(DEP_PYPROJECT))
+    (dep / "fakedep_mod.py").write_text("ANSWER = 42\n")
+    links = root / "links"
+    build_wheels([dep], links)
+    source = root / "albertkit-fakeship"
+    make_plugin_source(source)
+    text = (source / "pyproject.toml").read_text()
+    (source / "pyproject.toml").write_text(text.replace(
+        'description = "A fake albertkit plugin made by a test."',
+        'description = "A fake albertkit plugin made by a test."\n'
+        'dependencies = ["albertkit-fakedep>=1.0", "numpy>=1"]'))
+    (wheel,) = build_wheels([source], root / "code" / PLUGIN_WHEEL_DIR)
+    return wheel, links
+
+
+def test_a_plugins_dependencies_travel_except_what_albertkit_needs(plugin_with_a_dependency,
+                                                                   plugin, tmp_path):
+    wheel, links = plugin_with_a_dependency
+    offline = ["--no-index", "--find-links", str(links)]
+    # numpy is one of albertkit's own requirements: the image has it, it does not travel
+    assert "numpy" in albertkit_requirements() and "tensorflow" in albertkit_requirements()
+    shipped = build_dependency_wheels([wheel], tmp_path / "deps", pip_args=offline)
+    assert [w.name for w in shipped] == ["albertkit_fakedep-1.2-py3-none-any.whl"]
+    # what the image is declared to have stays home too
+    assert build_dependency_wheels([wheel], tmp_path / "none", pip_args=offline,
+                                   provided={"albertkit-fakedep", "numpy"}) == []
+    # a plugin without requirements asks pip nothing (no index needed)
+    _, plain, _ = plugin
+    assert build_dependency_wheels([plain], tmp_path / "plain", pip_args=["--no-index"]) == []
+
+
+def test_the_container_installs_the_dependencies_or_stops_naming_the_missing_one(
+        plugin_with_a_dependency, tmp_path):
+    wheel, links = plugin_with_a_dependency
+    code = tmp_path / "code"
+    (code / PLUGIN_WHEEL_DIR / "deps").mkdir(parents=True)
+    (code / PLUGIN_WHEEL_DIR / wheel.name).write_bytes(wheel.read_bytes())
+    # without its dependency: one line naming the plugin and the requirement, before training
+    saved = list(sys.path)
+    try:
+        with pytest.raises(PluginError) as e:
+            install_shipped_plugins(code, tmp_path / "t1")
+        assert str(e.value).startswith(
+            "the plugins shipped with the job need what this image does not have: "
+            "albertkit-fakeship needs albertkit-fakedep>=1.0 (not installed)")
+        assert "\n" not in str(e.value)
+    finally:
+        sys.path[:] = saved
+    # with it (shipped in albertkit_plugins/deps): installed beside the plugin, importable
+    (dep_wheel,) = links.glob("*.whl")
+    (code / PLUGIN_WHEEL_DIR / "deps" / dep_wheel.name).write_bytes(dep_wheel.read_bytes())
+    try:
+        target = install_shipped_plugins(code, tmp_path / "t2")
+        assert unmet_requirements(target) == []
+        import fakedep_mod
+
+        assert fakedep_mod.ANSWER == 42
+    finally:
+        sys.path[:] = saved
+        sys.modules.pop("fakedep_mod", None)

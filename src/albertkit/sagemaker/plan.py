@@ -52,7 +52,12 @@ from albertkit.sagemaker.config import (
 )
 from albertkit.sagemaker.entry_script import ENTRY_SCRIPT, ENTRY_SCRIPT_TEXT
 from albertkit.sagemaker.mpi_driver import DRIVER_SCRIPT, SSH_KEY_DIR, write_job_ssh_key
-from albertkit.sagemaker.plugins import PLUGIN_WHEEL_DIR, build_wheels, plugin_problems
+from albertkit.sagemaker.plugins import (
+    PLUGIN_WHEEL_DIR,
+    build_dependency_wheels,
+    build_wheels,
+    plugin_problems,
+)
 from albertkit.sagemaker.wire import hyperparameter_key, hyperparameter_text
 from albertkit.tasks import TASK_NAMES, task_class
 from albertkit.training.config_change import settings_fingerprint
@@ -492,7 +497,8 @@ class JobPlan:
                 dirs_exist_ok=True,
             )
         if self.sagemaker_config.plugins:  # installed by the entry point before it parses
-            build_wheels(self.sagemaker_config.plugins, directory / PLUGIN_WHEEL_DIR)
+            wheels = build_wheels(self.sagemaker_config.plugins, directory / PLUGIN_WHEEL_DIR)
+            build_dependency_wheels(wheels, directory / PLUGIN_WHEEL_DIR / "deps")
         return directory
 
     def stage_driver(self, directory: Path) -> Path:

@@ -6,9 +6,13 @@ parses the config too, so the plugin must be there as well, in one of two ways:
 
 * ``sagemaker.plugins``: the plugin's source directory (with a ``pyproject.toml``). At
   submission it is built into a wheel (``pip wheel --no-deps --no-build-isolation``, offline,
-  with the build backend installed where you submit), which is uploaded with the job's source
-  in ``albertkit_plugins/``; in the container the entry point installs every wheel found there
-  (``pip install --no-deps --no-index --target``) before it parses the config;
+  with the build backend installed where you submit), and its dependencies that albertkit
+  does not itself depend on (which the image therefore may lack) into wheels of their own
+  (``pip wheel``, from where pip installs where you submit); all are uploaded with the job's
+  source in ``albertkit_plugins/``. In the container the entry point installs every wheel
+  found there (``pip install --no-deps --no-index --target``) before it parses the config,
+  then checks that every requirement each plugin declares is met, so a missing dependency
+  stops the job at once in one line, not at its first evaluation;
 * ``sagemaker.image_plugins``: the distribution's name, when the training image already has
   it installed.
 
@@ -157,6 +161,97 @@ def build_wheels(directories: Sequence[str | Path], out: str | Path,
     return wheels
 
 
+def albertkit_requirements() -> set[str]:
+    """The distributions albertkit needs to run (its installed requirements, recursively,
+    extras left out): a training image has them all, so a plugin's dependency among them
+    need not travel."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    seen: set[str] = set()
+    todo = ["albertkit"]
+    while todo:
+        name = todo.pop()
+        try:
+            required = requires(name) or []
+        except PackageNotFoundError:
+            continue
+        for text in required:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue  # an extra's, or another platform's
+            key = distribution_key(req.name)
+            if key not in seen:
+                seen.add(key)
+                todo.append(req.name)
+    return seen
+
+
+def _wheel_requires(wheel: str | Path) -> list[str]:
+    """The ``Requires-Dist`` lines of a wheel's metadata."""
+    import zipfile
+    from email.parser import Parser
+
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = Parser().parsestr(z.read(name).decode("utf-8"))
+    return metadata.get_all("Requires-Dist") or []
+
+
+def build_dependency_wheels(wheels: Sequence[str | Path], out: str | Path,
+                            python: str = sys.executable, pip_args: Sequence[str] = (),
+                            provided: set[str] | None = None) -> list[Path]:
+    """Wheels of what the plugin ``wheels`` depend on, recursively, into ``out``, except the
+    distributions in ``provided`` (default :func:`albertkit_requirements`: the image has
+    those; they are not even fetched) and the plugins themselves. A dependency installed
+    where you submit is taken at that version (the one you tested with); the others as pip
+    finds them, from where pip installs (``pip_args`` adds sources, e.g. ``--find-links``).
+    Sdists are built as pip builds them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    out = Path(out)
+    provided = albertkit_requirements() if provided is None else provided
+    done = {distribution_key(Path(w).name.split("-")[0]) for w in wheels} | set(provided)
+    todo = [text for w in wheels for text in _wheel_requires(w)]
+    kept: list[Path] = []
+    while todo:
+        try:
+            req = Requirement(todo.pop(0))
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        key = distribution_key(req.name)
+        if key in done:
+            continue
+        done.add(key)
+        wanted = str(req)
+        try:
+            here = version(req.name)
+            if not req.specifier or req.specifier.contains(here, prereleases=True):
+                wanted = f"{req.name}=={here}"
+        except PackageNotFoundError:
+            pass
+        with tempfile.TemporaryDirectory(prefix="albertkit-plugin-deps-") as tmp:
+            cmd = [python, "-m", "pip", "wheel", *_PIP_QUIET, "--no-deps", *pip_args,
+                   "--wheel-dir", tmp, wanted]
+            _pip(cmd, f"building the plugins' dependency {wanted} into a wheel")
+            (wheel,) = Path(tmp).glob("*.whl")
+            out.mkdir(parents=True, exist_ok=True)
+            kept.append(Path(shutil.copy2(wheel, out / wheel.name)))
+        todo += _wheel_requires(kept[-1])
+    if kept:
+        log.info("plugin dependencies shipped with the job: %s",
+                 ", ".join(w.name for w in kept))
+    return kept
+
+
 # --------------------------------------------------------------------------- container side
 def install_shipped_plugins(code_dir: str | Path, target: str | Path | None = None,
                             python: str = sys.executable) -> Path | None:
@@ -169,13 +264,46 @@ def install_shipped_plugins(code_dir: str | Path, target: str | Path | None = No
         return None
     target = Path(target) if target is not None else Path(
         tempfile.mkdtemp(prefix="albertkit-plugins-"))
+    dependencies = sorted((Path(code_dir) / PLUGIN_WHEEL_DIR / "deps").glob("*.whl"))
     cmd = [python, "-m", "pip", "install", *_PIP_QUIET, "--no-deps", "--no-index",
-           "--target", str(target), *map(str, wheels)]
+           "--target", str(target), *map(str, wheels), *map(str, dependencies)]
     _pip(cmd, "installing the plugins shipped with the job")
     sys.path.insert(0, str(target))
     importlib.invalidate_caches()
     log.info("plugins installed from the job's source: %s", ", ".join(w.name for w in wheels))
+    unmet = unmet_requirements(target)
+    if unmet:
+        raise PluginError("the plugins shipped with the job need what this image does not have: "
+                          + "; ".join(unmet) + " (ship them: albertkit builds a plugin's "
+                          "dependencies into the job when pip can get them where you submit; "
+                          "or install them in the image)")
     return target
+
+
+def unmet_requirements(target: str | Path) -> list[str]:
+    """Each requirement of a distribution installed in ``target`` that nothing on
+    ``sys.path`` meets, as ``"<plugin> needs <requirement> (<what is there>)"``."""
+    from importlib.metadata import PackageNotFoundError, distributions, version
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    unmet: list[str] = []
+    for dist in distributions(path=[str(target)]):
+        for text in dist.requires or []:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+            try:
+                have = version(req.name)
+            except PackageNotFoundError:
+                unmet.append(f"{dist.metadata['Name']} needs {req} (not installed)")
+                continue
+            if req.specifier and not req.specifier.contains(have, prereleases=True):
+                unmet.append(f"{dist.metadata['Name']} needs {req} ({req.name} {have} is)")
+    return unmet
 
 
 def _pip(cmd: list[str], what: str) -> None:
