@@ -66,6 +66,7 @@ def stage(args: argparse.Namespace) -> int:
     from albertkit.config import TrainerConfig
     from albertkit.config.registry import entries
     from albertkit.sagemaker.plugins import (
+        build_dependency_wheels,
         build_wheels,
         distribution_key,
         install_shipped_plugins,
@@ -79,6 +80,7 @@ def stage(args: argparse.Namespace) -> int:
     # "pip install" the plugin for this process only, before the first config is parsed
     site = work / "plugin-site"
     built = build_wheels([plugin], site / "code" / "albertkit_plugins")
+    build_dependency_wheels(built, site / "code" / "albertkit_plugins" / "deps")
     install_shipped_plugins(site / "code", site / "installed")
     print(f"plugin {source.distribution}: {built[0].name}, installed for this process")
 
