@@ -162,14 +162,14 @@ def build_wheels(directories: Sequence[str | Path], out: str | Path,
 
 
 def albertkit_requirements() -> set[str]:
-    """The distributions albertkit needs to run (its installed requirements, recursively,
-    extras left out): a training image has them all, so a plugin's dependency among them
-    need not travel."""
+    """albertkit and the distributions it needs to run (its installed requirements,
+    recursively, extras left out): a training image has them all, so a plugin's dependency
+    among them need not travel."""
     from importlib.metadata import PackageNotFoundError, requires
 
     from packaging.requirements import InvalidRequirement, Requirement
 
-    seen: set[str] = set()
+    seen: set[str] = {"albertkit"}  # the image runs albertkit itself, of course
     todo = ["albertkit"]
     while todo:
         name = todo.pop()
