@@ -218,6 +218,7 @@ def build_dependency_wheels(wheels: Sequence[str | Path], out: str | Path,
     out = Path(out)
     provided = albertkit_requirements() if provided is None else provided
     done = {distribution_key(Path(w).name.split("-")[0]) for w in wheels} | set(provided)
+    done.add("albertkit")  # never a plugin's dependency to ship: the image runs it
     todo = [text for w in wheels for text in _wheel_requires(w)]
     kept: list[Path] = []
     while todo:
