@@ -43,13 +43,15 @@ def example(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.torch
-def test_the_cli_run_tags_unseen_names_and_exports_to_transformers(example, tmp_path):
+def test_the_cli_run_tags_unseen_names_and_exports_to_transformers(example, tmp_path,
+                                                                   monkeypatch):
     # one test, not two sharing a module fixture: pytest-xdist could run those on two
     # workers, and each would train the model
     albertkit_cli("finetune", "--config", "example/tagging.yaml",
                   "--set", "logging.progress_bar=false", cwd=example)
     run = example / "runs" / "tagging"
     check_held_out_scores(run)
+    monkeypatch.chdir(example)  # the run's config names its data relative to it, as a user's
     check_hf_parity(run, tmp_path / "hf")
 
 
