@@ -213,7 +213,8 @@ class AlbertTrainer:
             from albertkit.training.export import initialise_from
             from albertkit.training.phases import warn_if_unfinished
 
-            warn_if_unfinished(cfg.model.load_from)
+            if is_chief:
+                warn_if_unfinished(cfg.model.load_from)
             initialise_from(model, cfg.model.load_from, spec)
         distributor.broadcast_variables(list(model.variables) + list(run.optimizer.variables)
                                         + run.step.state_variables)
