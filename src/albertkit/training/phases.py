@@ -10,7 +10,8 @@ here rather than when the config is parsed:
   table is a weight: it cannot grow between runs, so phase 1 must already be built for
   phase 2's length) — :func:`check_seq_fits`;
 * an albertkit run whose newest checkpoint is short of its ``runtime.max_steps`` (stopped or
-  crashed) still has weights to start from, but not its final ones: say so —
+  crashed, or an export of an earlier step) still has weights to start from, but not its
+  final ones: say so —
   :func:`warn_if_unfinished`.
 """
 
@@ -58,5 +59,5 @@ def warn_if_unfinished(src: str | Path) -> None:
     ckpt = CheckpointManager(src / "checkpoints").select(NEWEST)
     if ckpt is not None and ckpt.step < total:
         log.warning("model.load_from=%s: its newest checkpoint is step %d of runtime.max_steps="
-                    "%d (the run stopped early); starting from those weights", src, ckpt.step,
-                    total)
+                    "%d, not the run's final one (it stopped early, or this is an export of an "
+                    "earlier step); starting from those weights", src, ckpt.step, total)
