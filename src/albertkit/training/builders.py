@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from albertkit.config import ConfigError, TrainerConfig
 from albertkit.config.sizes import AlbertSpec
+from albertkit.training.phases import check_seq_fits
 
 if TYPE_CHECKING:
     from albertkit.distributed import Distributor
@@ -93,13 +94,20 @@ def resolve_spec(cfg: TrainerConfig) -> AlbertSpec:
     # Explicit overrides may only change regularisation, never the shapes of weights.
     shape_free = {"hidden_dropout_prob", "attention_probs_dropout_prob",
                   "classifier_dropout_prob"}
+    differ = {}
     for k, v in cfg.model.overrides().items():
         if k in shape_free:
             base[k] = v
         elif base.get(k) != v:
-            raise ConfigError(f"model.{k}={v} disagrees with model.load_from={src} "
-                              f"({k}={base.get(k)})")
-    return AlbertSpec(**base)
+            differ[k] = v
+    if differ:  # every differing field in one line, not the first of several
+        ours = ", ".join(f"model.{k}={v}" for k, v in differ.items())
+        theirs = ", ".join(f"{k}={base.get(k)}" for k in differ)
+        verb = "disagrees" if len(differ) == 1 else "disagree"
+        raise ConfigError(f"{ours} {verb} with model.load_from={src} ({theirs})")
+    spec = AlbertSpec(**base)
+    check_seq_fits(cfg, spec, src)
+    return spec
 
 
 def check_memory(cfg: TrainerConfig, spec: AlbertSpec, accum: int = 1) -> None:

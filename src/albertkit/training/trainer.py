@@ -255,7 +255,10 @@ class AlbertTrainer:
         model, spec = run.model, run.spec
         if not resumed and cfg.model.load_from is not None:
             from albertkit.training.export import initialise_from
+            from albertkit.training.phases import warn_if_unfinished
 
+            if is_chief:
+                warn_if_unfinished(cfg.model.load_from)
             initialise_from(model, cfg.model.load_from, spec)
         distributor.broadcast_variables(list(model.variables) + list(run.optimizer.variables)
                                         + run.step.state_variables)
