@@ -387,3 +387,7 @@ def local_device_kind() -> DeviceKind:
     import tensorflow as tf
 
     return "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
+
+
+DEFAULT_MFU = 0.30
+"""The model FLOPs utilisation ``albertkit plan`` assumes where nothing was measured."""

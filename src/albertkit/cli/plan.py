@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from albertkit.config import TrainerConfig
-from albertkit.perf.fleet import DEFAULT_MFU, FleetPlan, plan_fleets
-from albertkit.perf.prices import PriceTable
+from albertkit.hardware import DEFAULT_MFU
+
+if TYPE_CHECKING:  # imported when a plan is made, not for `albertkit --help`
+    from albertkit.perf.prices import PriceTable
 
 
 def add_estimate_options(p: argparse.ArgumentParser) -> None:
@@ -37,6 +39,8 @@ def add_estimate_options(p: argparse.ArgumentParser) -> None:
 
 def prices_from_args(args: argparse.Namespace) -> PriceTable:
     """The packaged price table, with ``--prices FILE`` over it."""
+    from albertkit.perf.prices import PriceTable
+
     table = PriceTable.packaged()
     return table.with_file(args.prices) if args.prices else table
 
@@ -81,6 +85,8 @@ def run_plan(args: argparse.Namespace) -> int:
     cfg = TrainerConfig.from_yaml(args.config, args.overrides)
     fleets = (",".join(args.fleet) if args.fleet
               else default_fleet(cfg, getattr(args, "sagemaker_env_defaults", {})))
-    plan: FleetPlan = plan_fleets(cfg, fleets, args.measured, prices_from_args(args), args.mfu)
+    from albertkit.perf.fleet import plan_fleets
+
+    plan = plan_fleets(cfg, fleets, args.measured, prices_from_args(args), args.mfu)
     print(plan.to_json() if args.json else plan.format_table())
     return 0

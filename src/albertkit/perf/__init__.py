@@ -26,15 +26,20 @@ Nothing here imports TensorFlow at import time: workers import it in their own p
 The public names (``__all__``) are importable from here.
 """
 
+from typing import TYPE_CHECKING
+
+from albertkit._lazy import lazy_exports
 from albertkit.errors import BenchmarkError
-from albertkit.perf.cost import ScalingPrediction, predict
-from albertkit.perf.fleet import FleetEstimate, FleetPlan, plan_fleets
-from albertkit.perf.memory import BatchPlan, format_plan_table, plan_batch, plan_table
-from albertkit.perf.prices import PriceTable
-from albertkit.perf.result import BenchmarkResult
-from albertkit.perf.runner import measure
-from albertkit.perf.settings import BenchmarkSettings
-from albertkit.perf.table import format_table
+
+if TYPE_CHECKING:
+    from albertkit.perf.cost import ScalingPrediction, predict
+    from albertkit.perf.fleet import FleetEstimate, FleetPlan, plan_fleets
+    from albertkit.perf.memory import BatchPlan, format_plan_table, plan_batch, plan_table
+    from albertkit.perf.prices import PriceTable
+    from albertkit.perf.result import BenchmarkResult
+    from albertkit.perf.runner import measure
+    from albertkit.perf.settings import BenchmarkSettings
+    from albertkit.perf.table import format_table
 
 __all__ = [
     "BatchPlan",
@@ -53,3 +58,22 @@ __all__ = [
     "plan_table",
     "predict",
 ]
+
+# imported on first use, so that a command that needs one part (or `albertkit --help`) does
+# not load the others
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "BatchPlan": "memory",
+    "BenchmarkResult": "result",
+    "BenchmarkSettings": "settings",
+    "FleetEstimate": "fleet",
+    "FleetPlan": "fleet",
+    "PriceTable": "prices",
+    "ScalingPrediction": "cost",
+    "format_plan_table": "memory",
+    "format_table": "table",
+    "measure": "runner",
+    "plan_batch": "memory",
+    "plan_fleets": "fleet",
+    "plan_table": "memory",
+    "predict": "cost",
+})

@@ -53,14 +53,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from albertkit.config import ConfigError, TrainerConfig
-from albertkit.hardware import DEVICES, INSTANCE_TYPES, NETWORK_GBPS, GiB, resolve_xla
+from albertkit.hardware import DEFAULT_MFU, DEVICES, INSTANCE_TYPES, NETWORK_GBPS, GiB, resolve_xla
 from albertkit.models.footprint import default_predictions
 from albertkit.perf.cost import allreduce_seconds
 from albertkit.perf.measured import Measurement, config_shape, parse_measured, split_fleet
 from albertkit.perf.memory import estimate_memory, plan_batch, training_flops
 from albertkit.perf.prices import PriceTable
 
-DEFAULT_MFU = 0.30
 MFU_BAND = 1.5  # the estimate's range: MFU / 1.5 to MFU x 1.5
 LINK_EFFICIENCY = 0.7
 PLAN_SCHEMA = 1  # version of the JSON layout (FleetPlan.as_dict)

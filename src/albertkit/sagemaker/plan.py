@@ -37,13 +37,11 @@ import shutil
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from albertkit.config import ConfigError, TrainerConfig
 from albertkit.fileio import atomic_write_text
-from albertkit.hardware import instance_spec
-from albertkit.perf.fleet import DEFAULT_MFU, FleetPlan, plan_fleets
-from albertkit.perf.prices import PriceTable
+from albertkit.hardware import DEFAULT_MFU, instance_spec
 from albertkit.sagemaker.cluster import CLUSTER_MODULE
 from albertkit.sagemaker.config import (
     AUTO_CHECKPOINT_URI,
@@ -61,6 +59,10 @@ from albertkit.sagemaker.plugins import (
 from albertkit.sagemaker.wire import hyperparameter_key, hyperparameter_text
 from albertkit.tasks import TASK_NAMES, task_class
 from albertkit.training.config_change import settings_fingerprint
+
+if TYPE_CHECKING:
+    from albertkit.perf.fleet import FleetPlan
+    from albertkit.perf.prices import PriceTable
 
 # Names inside the uploaded source directory (the SDK's "code" channel).
 CONFIG_FILE = "albertkit_config.json"
@@ -468,6 +470,8 @@ class JobPlan:
         planned as ``albertkit plan --fleet TYPE:COUNT`` plans it (:mod:`albertkit.perf.fleet`;
         the same arguments); ``albertkit launch --dry-run`` prints it."""
         sm = self.sagemaker_config
+        from albertkit.perf.fleet import plan_fleets  # on use: not for `albertkit --help`
+
         return plan_fleets(job_config(self.trainer_config, sm),
                            f"{sm.instance_type}:{sm.instance_count}", measured, prices, mfu)
 
