@@ -25,9 +25,10 @@ VENV=${VENV:-.venv}
 if [ "${SETUP:-1}" != 0 ]; then
   python -m pip install --quiet --upgrade pip
   # The pinned set (scripts/test-constraints.txt), installed by uv from where pip installs
-  # (scripts/uv_args.py): ~20 s instead of pip's ~160 s with uv's cache warm. No bytecode
-  # is compiled ahead (Python writes it at first import, for the modules used). If uv
-  # cannot be had or fails, pip installs the same set (ALBERTKIT_INSTALLER=pip forces pip).
+  # (scripts/uv_args.py), bytecode compiled as pip does it (without it, and with
+  # PYTHONDONTWRITEBYTECODE set, every process would compile TensorFlow again: 13 s instead
+  # of 5 s per `import tensorflow` here). If uv cannot be had or fails, pip installs the
+  # same set (ALBERTKIT_INSTALLER=pip forces pip).
   # With it the example plugin (an outside package: its own pyproject, entry point and tests,
   # which pytest collects through testpaths), installed as a user would install it, with
   # build isolation: its dependency seqeval is an sdist whose version comes from setuptools_scm.
@@ -38,7 +39,7 @@ if [ "${SETUP:-1}" != 0 ]; then
     mapfile -d '' uv_opts < <(python scripts/uv_args.py)
     mapfile -d '' uv_env < <(python scripts/uv_args.py --env)
     if env "${uv_env[@]}" python -m uv pip install --quiet --python "$VENV/bin/python" \
-        --index-strategy unsafe-best-match "${uv_opts[@]}" \
+        --compile-bytecode --index-strategy unsafe-best-match "${uv_opts[@]}" \
         -c "$pins" -e ".[test]" -e "$plugin"; then
       installed=uv
     else
@@ -51,6 +52,9 @@ if [ "${SETUP:-1}" != 0 ]; then
   bash scripts/lint_infra.sh
 fi
 export ALBERTKIT_FORBID_SKIPS=1 TF_CPP_MIN_LOG_LEVEL=2
+# The tests start hundreds of Python processes: let them keep albertkit's compiled bytecode
+# (__pycache__, ignored by git) rather than compile the source again in each one.
+unset PYTHONDONTWRITEBYTECODE
 # Two passes. Most tests run on TEST_WORKERS processes (pytest-xdist; 2 by default: most of a
 # test's time is single-threaded graph tracing, so two workers on two cores finish in about
 # two thirds of the time). Tests marked `serial` measure wall time or load every CPU on
