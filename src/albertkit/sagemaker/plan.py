@@ -50,12 +50,6 @@ from albertkit.sagemaker.config import (
 )
 from albertkit.sagemaker.entry_script import ENTRY_SCRIPT, ENTRY_SCRIPT_TEXT
 from albertkit.sagemaker.mpi_driver import DRIVER_SCRIPT, SSH_KEY_DIR, write_job_ssh_key
-from albertkit.sagemaker.plugins import (
-    PLUGIN_WHEEL_DIR,
-    build_dependency_wheels,
-    build_wheels,
-    plugin_problems,
-)
 from albertkit.sagemaker.wire import hyperparameter_key, hyperparameter_text
 from albertkit.tasks import TASK_NAMES, task_class
 from albertkit.training.config_change import settings_fingerprint
@@ -256,6 +250,8 @@ def check_job(trainer_config: TrainerConfig, sm: SageMakerConfig) -> None:
             "(albertkit prepare-data, or a TSV for classification) and use a data kind that "
             "reads files")
     # the container parses the config too: every plugin part must travel or be in the image
+    from albertkit.sagemaker.plugins import plugin_problems  # on use: not for --help
+
     problems += plugin_problems(effective, sm)
     if problems:
         raise ConfigError("SageMaker job refused:\n  " + "\n  ".join(problems))
@@ -501,6 +497,12 @@ class JobPlan:
                 dirs_exist_ok=True,
             )
         if self.sagemaker_config.plugins:  # installed by the entry point before it parses
+            from albertkit.sagemaker.plugins import (
+                PLUGIN_WHEEL_DIR,
+                build_dependency_wheels,
+                build_wheels,
+            )
+
             wheels = build_wheels(self.sagemaker_config.plugins, directory / PLUGIN_WHEEL_DIR)
             build_dependency_wheels(wheels, directory / PLUGIN_WHEEL_DIR / "deps")
         return directory
