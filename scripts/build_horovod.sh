@@ -20,9 +20,17 @@
 #   --gpu           NCCL GPU operations; needs CUDA + NCCL            (HOROVOD_BUILD_GPU=1)
 #                   (NCCL found via HOROVOD_NCCL_HOME / the CUDA paths, as Horovod documents).
 #                   Without a CUDA toolkit (no HOROVOD_CUDA_HOME, no nvcc on PATH) the
-#                   compiler comes from the CUDA 13 compiler wheels (scratch only) and the
-#                   runtime + NCCL from the CUDA 12 wheels `tensorflow[and-cuda]` installed,
+#                   compiler is CUDA 12.4's (see --cuda-tree; scratch only) and the runtime +
+#                   NCCL come from the CUDA 12 wheels `tensorflow[and-cuda]` installed,
 #                   assembled into a temporary CUDA tree; both are linked dynamically.
+#   --cuda-tree DIR only assemble that CUDA 12 compiler tree in DIR (a new folder) and exit:
+#                   nvcc, cicc and the binary tools from Debian's non-free package
+#                   nvidia-cuda-toolkit 12.4.131 (downloaded from the Debian mirror, checked
+#                   against its pinned SHA-256, unpacked with dpkg-deb, never installed), the
+#                   matching headers and libdevice from the nvidia-cuda-nvcc-cu12,
+#                   -runtime-cu12 and -cccl-cu12 wheels. No CUDA 12 release on PyPI ships
+#                   nvcc itself (only ptxas). CUDA_TOOLKIT_DEB_URL names another copy of
+#                   that package (a mirror, snapshot.debian.org); its SHA-256 must match.
 #   --mpi           require MPI (mpicc on PATH); default: Gloo only   (HOROVOD_BUILD_MPI=1)
 #                   (HOROVOD_GLOO=0 with --mpi leaves Gloo out)
 #   --force         rebuild even if horovod.tensorflow already imports (the wheel cache is
@@ -49,9 +57,15 @@ set -euo pipefail
 
 HOROVOD_VERSION="0.28.1"
 # CUDA compiler used when the environment has only TensorFlow's CUDA 12 wheels (see
-# cuda_tree_from_wheels). CUDA 13 compiles for compute capability 7.5 and newer only.
-CUDA_COMPILER_VERSION="${CUDA_COMPILER_VERSION:-13.0.88}"
-CUDA_CCCL_VERSION="${CUDA_CCCL_VERSION:-13.0.85}"  # libcu++ headers (nv/target) of that release
+# cuda12_compiler_tree). Its major release is TensorFlow's (12), so Horovod's kernels need no
+# newer driver than TensorFlow's own (R525, NVIDIA's minor version compatibility); it compiles
+# for compute capability 5.0 to 9.0, V100 (7.0) included.
+CUDA_COMPILER_VERSION="12.4.131"   # nvcc, cicc, ptxas and the crt headers
+CUDA_RUNTIME_HEADERS_VERSION="12.4.127"  # cuda_runtime.h & co. (the library linked is TF's)
+CUDA_CCCL_VERSION="12.4.127.post1"  # libcu++ headers (nv/target); 12.4.127 itself is yanked
+CUDA_TOOLKIT_DEB_URL="${CUDA_TOOLKIT_DEB_URL:-http://deb.debian.org/debian/pool/non-free/n/nvidia-cuda-toolkit/nvidia-cuda-toolkit_12.4.131~12.4.1-2_amd64.deb}"
+CUDA_TOOLKIT_DEB_SHA256="cd5fe85aee38d108b315f408a688641478f2402622a10c677478eb7a6c4e5319"
+CUDA_TREE_ONLY=""
 PY="${PYTHON:-python3}"
 GPU="${HOROVOD_BUILD_GPU:-0}"
 MPI="${HOROVOD_BUILD_MPI:-0}"
@@ -73,6 +87,8 @@ while [[ $# -gt 0 ]]; do
     --verify) VERIFY=1; shift ;;
     --info) [[ $# -ge 2 ]] || die "--info needs a file"; INFO="$2"; shift 2 ;;
     --info=*) INFO="${1#*=}"; shift ;;
+    --cuda-tree) [[ $# -ge 2 ]] || die "--cuda-tree needs a folder"; CUDA_TREE_ONLY="$2"; shift 2 ;;
+    --cuda-tree=*) CUDA_TREE_ONLY="${1#*=}"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -81,6 +97,67 @@ done
 command -v "$PY" >/dev/null 2>&1 || die "python interpreter '$PY' not found (use --python PATH)"
 PY="$(command -v "$PY")"
 BIN_DIR="$("$PY" -c 'import os, sys; print(os.path.dirname(sys.executable))')"
+
+# --------------------------------------------------------------------------- CUDA 12 compiler
+cuda12_compiler_tree() {
+  # A CUDA 12.4 compiler tree in $1 (created; must not exist yet) in the standard layout nvcc
+  # expects (bin/, nvvm/bin/cicc, nvvm/libdevice, include/; nvcc.profile: TOP = bin/..), with
+  # no libraries: what is linked comes from TensorFlow's wheels. Downloads go to $1.download,
+  # removed afterwards.
+  local tree="$1" dl="$1.download" deb tk b w
+  [[ ! -e "$tree" ]] || die "--cuda-tree: $tree already exists (give a new folder)"
+  [[ ! -e "$dl" ]] || die "--cuda-tree: $dl already exists (remove it, or give another folder)"
+  command -v dpkg-deb >/dev/null 2>&1 || die "dpkg-deb not found: the CUDA 12 compiler is unpacked from Debian's nvidia-cuda-toolkit package (Debian/Ubuntu: apt-get install dpkg)"
+  mkdir -p "$dl" "$tree/bin" "$tree/nvvm/bin" "$tree/include" "$tree/lib64"
+  deb="$dl/nvidia-cuda-toolkit.deb"
+  # urllib, not curl: the image's build stage has Python but no curl; PIP_CERT (a proxy's CA
+  # bundle, as for pip) is honoured; the pinned SHA-256 is what makes the download trusted
+  if ! "$PY" - "$CUDA_TOOLKIT_DEB_URL" "$deb" "$CUDA_TOOLKIT_DEB_SHA256" <<'FETCH'
+import hashlib, os, ssl, sys, urllib.request
+url, path, want = sys.argv[1:4]
+context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
+digest = hashlib.sha256()
+with urllib.request.urlopen(url, timeout=120, context=context) as response, open(path + ".partial", "wb") as out:
+    while chunk := response.read(1 << 20):
+        digest.update(chunk)
+        out.write(chunk)
+if digest.hexdigest() != want:
+    sys.exit(f"build_horovod.sh: error: {url}: SHA-256 {digest.hexdigest()}, expected {want}")
+os.replace(path + ".partial", path)
+FETCH
+  then
+    rm -rf "$dl" "$tree"  # both made above, by this function
+    die "--cuda-tree: no CUDA compiler package from $CUDA_TOOLKIT_DEB_URL"
+  fi
+  dpkg-deb -x "$deb" "$dl/deb"
+  tk="$dl/deb/usr/lib/nvidia-cuda-toolkit"
+  [[ -x "$tk/bin/nvcc" && -x "$tk/bin/cicc" ]] || die "--cuda-tree: $CUDA_TOOLKIT_DEB_URL holds no nvcc/cicc"
+  cp "$tk/bin/nvcc" "$tree/bin/"
+  cp -r "$tk/bin/crt" "$tree/bin/"          # link.stub, prelink.stub (device linking)
+  cp "$tk/bin/cicc" "$tree/nvvm/bin/"
+  for b in ptxas fatbinary nvlink cudafe++ bin2c nvprune cuobjdump; do
+    cp "$dl/deb/usr/bin/$b" "$tree/bin/"
+  done
+  "$PY" -m pip install --no-cache-dir -q --no-deps --target "$dl/wheels" \
+    "nvidia-cuda-nvcc-cu12==$CUDA_COMPILER_VERSION" \
+    "nvidia-cuda-runtime-cu12==$CUDA_RUNTIME_HEADERS_VERSION" \
+    "nvidia-cuda-cccl-cu12==$CUDA_CCCL_VERSION" >&2
+  w="$dl/wheels/nvidia"
+  cp -r "$w/cuda_nvcc/nvvm/libdevice" "$tree/nvvm/"
+  cp -r "$w/cuda_nvcc/include/." "$w/cuda_runtime/include/." "$w/cuda_cccl/include/." "$tree/include/"
+  rm -f "$tree/include/__init__.py"
+  cat >"$tree/bin/nvcc.profile" <<'PROFILE'
+TOP              = $(_HERE_)/..
+NVVMIR_LIBRARY_DIR = $(TOP)/nvvm/libdevice
+PATH            += $(TOP)/nvvm/bin:$(_HERE_):
+INCLUDES        +=  "-I$(TOP)/include" $(_SPACE_)
+LIBRARIES        =+ $(_SPACE_) "-L$(TOP)/lib64"
+PROFILE
+  rm -rf "$dl"
+  "$tree/bin/nvcc" --version | grep -q "release ${CUDA_COMPILER_VERSION%.*}, V$CUDA_COMPILER_VERSION" \
+    || die "--cuda-tree: $tree/bin/nvcc is not CUDA $CUDA_COMPILER_VERSION: $("$tree/bin/nvcc" --version | tail -n2)"
+  echo "build_horovod.sh: CUDA $CUDA_COMPILER_VERSION compiler tree in $tree" >&2
+}
 
 verify() {
   local hvdrun="$BIN_DIR/horovodrun"
@@ -107,7 +184,7 @@ EOF
 
 # --------------------------------------------------------------------------- build record
 write_info() {
-  # nvcc --version ends with "Cuda compilation tools, release 13.0, V13.0.88" + a build line
+  # nvcc --version ends with "Cuda compilation tools, release 12.4, V12.4.131" + a build line
   local cuda=""
   if [[ -n "$NVCC" ]]; then
     cuda="$("$NVCC" --version | sed -n 's/.*release [0-9.]*, V\([0-9][0-9.]*\).*/\1/p' | head -n1)"
@@ -137,6 +214,11 @@ os.replace(tmp, path)
 print(f"build_horovod.sh: build record {path}: {json.dumps(info)}")
 INFO
 }
+
+if [[ -n "$CUDA_TREE_ONLY" ]]; then
+  cuda12_compiler_tree "$CUDA_TREE_ONLY"
+  exit 0
+fi
 
 if [[ "$FORCE" != 1 ]] && "$PY" -c "import horovod.tensorflow" >/dev/null 2>&1; then
   have="$("$PY" -c 'import horovod; print(horovod.__version__)')"
@@ -204,30 +286,16 @@ export MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}"
 
 # --------------------------------------------------------------------------- GPU: CUDA from wheels
 cuda_tree_from_wheels() {
-  # A CUDA tree for Horovod's build out of pip wheels. The CUDA 12 wheels that TensorFlow
-  # installs carry the runtime, NCCL and their headers but, in every 12.x release on PyPI,
-  # only ptxas of the compiler; the CUDA 13 compiler wheels (nvidia-cuda-nvcc, -nvvm, -crt,
-  # -runtime for the matching headers) are complete. So: compiler and headers from CUDA 13,
-  # downloaded into the build's scratch folder only, and the libraries Horovod links (the
-  # CUDA runtime, NCCL) from TensorFlow's CUDA 12 wheels, so the process loads one of each.
-  # nvcc finds cicc and its headers relative to itself (nvcc.profile: TOP = bin/..).
-  local nv tree d f name cu13
+  # A CUDA tree for Horovod's build: the CUDA 12 compiler (cuda12_compiler_tree), and the
+  # libraries Horovod links (the CUDA runtime, NCCL) from TensorFlow's CUDA 12 wheels, so the
+  # process loads one of each and needs no newer driver than TensorFlow does.
+  local nv tree f
   nv="$("$PY" -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null)" \
     || die "--gpu: no CUDA toolkit and no nvidia-* wheels in $PY (pip install 'tensorflow[and-cuda]')"
   [[ -f "$nv/nccl/include/nccl.h" ]] || die "--gpu: $nv/nccl/include/nccl.h missing (pip install nvidia-nccl-cu12)"
   [[ -f "$nv/cuda_runtime/lib/libcudart.so.12" ]] || die "--gpu: $nv/cuda_runtime/lib/libcudart.so.12 missing"
-  cu13="$SHIM/cu13-wheels"
-  "$PY" -m pip install --no-cache-dir -q --no-deps --target "$cu13" \
-    "nvidia-cuda-nvcc==$CUDA_COMPILER_VERSION" "nvidia-nvvm==$CUDA_COMPILER_VERSION" \
-    "nvidia-cuda-crt==$CUDA_COMPILER_VERSION" "nvidia-cuda-runtime==$CUDA_COMPILER_VERSION" \
-    "nvidia-cuda-cccl==$CUDA_CCCL_VERSION" >&2
-  tree="$cu13/nvidia/cu13"
-  [[ -x "$tree/bin/nvcc" && -x "$tree/nvvm/bin/cicc" ]] || die "--gpu: the CUDA compiler wheels lack nvcc/cicc"
-  # link against TensorFlow's CUDA 12 runtime, never the compiler wheels' own shared one
-  # (its static archives stay: CMake's compiler check links a test program with them)
-  mkdir -p "$tree/lib64"
-  mv "$tree"/lib/*.a "$tree/lib64/"
-  rm -rf "$tree/lib"
+  tree="$SHIM/cuda12"
+  cuda12_compiler_tree "$tree"
   ln -s "$nv/cuda_runtime/lib/libcudart.so.12" "$tree/lib64/libcudart.so"
   for f in "$nv"/nccl/lib/libnccl.so*; do ln -s "$f" "$tree/lib64/${f##*/}"; done
   [[ -e "$tree/lib64/libnccl.so" ]] || ln -s "$nv/nccl/lib/libnccl.so.2" "$tree/lib64/libnccl.so"
@@ -242,11 +310,6 @@ mkdir -p "$SRC"
 if [[ "$GPU" == 1 ]]; then
   if [[ -z "${HOROVOD_CUDA_HOME:-}" ]] && ! command -v nvcc >/dev/null 2>&1; then
     CUDA_TREE="$(cuda_tree_from_wheels)"
-    if [[ ",${HOROVOD_BUILD_CUDA_CC_LIST:-}," == *",70,"* ]]; then
-      echo "build_horovod.sh: CUDA 13 has no compute capability 7.0 (V100): dropped from HOROVOD_BUILD_CUDA_CC_LIST" >&2
-      HOROVOD_BUILD_CUDA_CC_LIST="$(echo ",$HOROVOD_BUILD_CUDA_CC_LIST," | sed 's/,70,/,/; s/^,//; s/,$//')"
-      export HOROVOD_BUILD_CUDA_CC_LIST
-    fi
     export HOROVOD_CUDA_HOME="$CUDA_TREE" CUDA_HOME="$CUDA_TREE" CUDAToolkit_ROOT="$CUDA_TREE"
     export PATH="$CUDA_TREE/bin:$PATH"
     export HOROVOD_NCCL_INCLUDE="$CUDA_TREE/include" HOROVOD_NCCL_LIB="$CUDA_TREE/lib64"

@@ -8,8 +8,9 @@ an error that does not say "driver". albertkit's image holds two pieces of CUDA 
 
 * TensorFlow's kernels and the CUDA 12 libraries of its ``tensorflow[and-cuda]`` wheels;
 * Horovod's few kernels (fusion-buffer copies, scaling), compiled when the image is built.
-  No CUDA 12 release on PyPI ships ``nvcc``, so they are compiled by CUDA 13's, and they need
-  a CUDA 13 driver (R580 or newer) even though they link TensorFlow's CUDA 12 runtime.
+  ``scripts/build_horovod.sh`` compiles them with CUDA 12.4, TensorFlow's major release, so
+  they need no newer driver than TensorFlow (R525). (Images built by earlier versions of the
+  script compiled them with CUDA 13 and needed R580; the image's record says which.)
 
 The image build records both in ``/etc/albertkit/image-info.json`` (``horovod_cuda_version``,
 ``tensorflow_cuda_version``, ``tensorflow_cudnn_version``, ``horovod_version``;
