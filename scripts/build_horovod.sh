@@ -29,8 +29,12 @@
 #                   against its pinned SHA-256, unpacked with dpkg-deb, never installed), the
 #                   matching headers and libdevice from the nvidia-cuda-nvcc-cu12,
 #                   -runtime-cu12 and -cccl-cu12 wheels. No CUDA 12 release on PyPI ships
-#                   nvcc itself (only ptxas). CUDA_TOOLKIT_DEB_URL names another copy of
-#                   that package (a mirror, snapshot.debian.org); its SHA-256 must match.
+#                   nvcc itself (only ptxas). The two static archives every nvcc link
+#                   takes (CMake's compiler check links a program: libcudart_static.a,
+#                   libcudadevrt.a) come from Debian's nvidia-cuda-dev of the same release
+#                   (a 0.9 GB download, 2 files kept). CUDA_DEB_POOL names another copy of
+#                   Debian's pool folder for both (a mirror, snapshot.debian.org once
+#                   trixie moves on); their SHA-256 must match.
 #   --mpi           require MPI (mpicc on PATH); default: Gloo only   (HOROVOD_BUILD_MPI=1)
 #                   (HOROVOD_GLOO=0 with --mpi leaves Gloo out)
 #   --force         rebuild even if horovod.tensorflow already imports (the wheel cache is
@@ -63,8 +67,11 @@ HOROVOD_VERSION="0.28.1"
 CUDA_COMPILER_VERSION="12.4.131"   # nvcc, cicc, ptxas and the crt headers
 CUDA_RUNTIME_HEADERS_VERSION="12.4.127"  # cuda_runtime.h & co. (the library linked is TF's)
 CUDA_CCCL_VERSION="12.4.127.post1"  # libcu++ headers (nv/target); 12.4.127 itself is yanked
-CUDA_TOOLKIT_DEB_URL="${CUDA_TOOLKIT_DEB_URL:-http://deb.debian.org/debian/pool/non-free/n/nvidia-cuda-toolkit/nvidia-cuda-toolkit_12.4.131~12.4.1-2_amd64.deb}"
+CUDA_DEB_POOL="${CUDA_DEB_POOL:-http://deb.debian.org/debian/pool/non-free/n/nvidia-cuda-toolkit}"
+CUDA_TOOLKIT_DEB="nvidia-cuda-toolkit_12.4.131~12.4.1-2_amd64.deb"  # nvcc, cicc, ptxas, ...
 CUDA_TOOLKIT_DEB_SHA256="cd5fe85aee38d108b315f408a688641478f2402622a10c677478eb7a6c4e5319"
+CUDA_DEV_DEB="nvidia-cuda-dev_12.4.127~12.4.1-2_amd64.deb"  # libcudart_static.a, libcudadevrt.a
+CUDA_DEV_DEB_SHA256="d846838f914a0176948d48a8bcade5d6dbcccb5c9374343f6475f5503f173ee0"
 CUDA_TREE_ONLY=""
 PY="${PYTHON:-python3}"
 GPU="${HOROVOD_BUILD_GPU:-0}"
@@ -99,20 +106,13 @@ PY="$(command -v "$PY")"
 BIN_DIR="$("$PY" -c 'import os, sys; print(os.path.dirname(sys.executable))')"
 
 # --------------------------------------------------------------------------- CUDA 12 compiler
-cuda12_compiler_tree() {
-  # A CUDA 12.4 compiler tree in $1 (created; must not exist yet) in the standard layout nvcc
-  # expects (bin/, nvvm/bin/cicc, nvvm/libdevice, include/; nvcc.profile: TOP = bin/..), with
-  # no libraries: what is linked comes from TensorFlow's wheels. Downloads go to $1.download,
-  # removed afterwards.
-  local tree="$1" dl="$1.download" deb tk b w
-  [[ ! -e "$tree" ]] || die "--cuda-tree: $tree already exists (give a new folder)"
-  [[ ! -e "$dl" ]] || die "--cuda-tree: $dl already exists (remove it, or give another folder)"
-  command -v dpkg-deb >/dev/null 2>&1 || die "dpkg-deb not found: the CUDA 12 compiler is unpacked from Debian's nvidia-cuda-toolkit package (Debian/Ubuntu: apt-get install dpkg)"
-  mkdir -p "$dl" "$tree/bin" "$tree/nvvm/bin" "$tree/include" "$tree/lib64"
-  deb="$dl/nvidia-cuda-toolkit.deb"
+fetch_deb() {
+  # fetch_deb NAME SHA256 DIR TREE: $CUDA_DEB_POOL/NAME into DIR/NAME, checked against SHA256;
+  # on failure DIR and TREE (both made by cuda12_compiler_tree) are removed.
   # urllib, not curl: the image's build stage has Python but no curl; PIP_CERT (a proxy's CA
-  # bundle, as for pip) is honoured; the pinned SHA-256 is what makes the download trusted
-  if ! "$PY" - "$CUDA_TOOLKIT_DEB_URL" "$deb" "$CUDA_TOOLKIT_DEB_SHA256" <<'FETCH'
+  # bundle, as for pip) is honoured; the pinned SHA-256 is what makes the download trusted.
+  local name="$1" sha="$2" dl="$3" tree="$4"
+  if ! "$PY" - "$CUDA_DEB_POOL/$name" "$dl/$name" "$sha" <<'FETCH'
 import hashlib, os, ssl, sys, urllib.request
 url, path, want = sys.argv[1:4]
 context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
@@ -126,18 +126,37 @@ if digest.hexdigest() != want:
 os.replace(path + ".partial", path)
 FETCH
   then
-    rm -rf "$dl" "$tree"  # both made above, by this function
-    die "--cuda-tree: no CUDA compiler package from $CUDA_TOOLKIT_DEB_URL"
+    rm -rf "$dl" "$tree"  # both made by cuda12_compiler_tree
+    die "--cuda-tree: no $name from $CUDA_DEB_POOL"
   fi
+}
+
+cuda12_compiler_tree() {
+  # A CUDA 12.4 compiler tree in $1 (created; must not exist yet) in the standard layout nvcc
+  # expects (bin/, nvvm/bin/cicc, nvvm/libdevice, include/; nvcc.profile: TOP = bin/..). Its
+  # lib64/ holds only the two static archives nvcc links by default; the libraries Horovod
+  # links come from TensorFlow's wheels. Downloads go to $1.download, removed afterwards.
+  local tree="$1" dl="$1.download" deb tk b w
+  [[ ! -e "$tree" ]] || die "--cuda-tree: $tree already exists (give a new folder)"
+  [[ ! -e "$dl" ]] || die "--cuda-tree: $dl already exists (remove it, or give another folder)"
+  command -v dpkg-deb >/dev/null 2>&1 || die "dpkg-deb not found: the CUDA 12 compiler is unpacked from Debian's nvidia-cuda-toolkit package (Debian/Ubuntu: apt-get install dpkg)"
+  mkdir -p "$dl" "$tree/bin" "$tree/nvvm/bin" "$tree/include" "$tree/lib64"
+  fetch_deb "$CUDA_TOOLKIT_DEB" "$CUDA_TOOLKIT_DEB_SHA256" "$dl" "$tree"
+  fetch_deb "$CUDA_DEV_DEB" "$CUDA_DEV_DEB_SHA256" "$dl" "$tree"
+  deb="$dl/$CUDA_TOOLKIT_DEB"
   dpkg-deb -x "$deb" "$dl/deb"
   tk="$dl/deb/usr/lib/nvidia-cuda-toolkit"
-  [[ -x "$tk/bin/nvcc" && -x "$tk/bin/cicc" ]] || die "--cuda-tree: $CUDA_TOOLKIT_DEB_URL holds no nvcc/cicc"
+  [[ -x "$tk/bin/nvcc" && -x "$tk/bin/cicc" ]] || die "--cuda-tree: $CUDA_TOOLKIT_DEB holds no nvcc/cicc"
   cp "$tk/bin/nvcc" "$tree/bin/"
   cp -r "$tk/bin/crt" "$tree/bin/"          # link.stub, prelink.stub (device linking)
   cp "$tk/bin/cicc" "$tree/nvvm/bin/"
   for b in ptxas fatbinary nvlink cudafe++ bin2c nvprune cuobjdump; do
     cp "$dl/deb/usr/bin/$b" "$tree/bin/"
   done
+  dpkg-deb --fsys-tarfile "$dl/$CUDA_DEV_DEB" | tar -x -C "$dl/deb" \
+    ./usr/lib/x86_64-linux-gnu/libcudart_static.a ./usr/lib/x86_64-linux-gnu/libcudadevrt.a
+  cp "$dl/deb/usr/lib/x86_64-linux-gnu/libcudart_static.a" \
+    "$dl/deb/usr/lib/x86_64-linux-gnu/libcudadevrt.a" "$tree/lib64/"
   "$PY" -m pip install --no-cache-dir -q --no-deps --target "$dl/wheels" \
     "nvidia-cuda-nvcc-cu12==$CUDA_COMPILER_VERSION" \
     "nvidia-cuda-runtime-cu12==$CUDA_RUNTIME_HEADERS_VERSION" \

@@ -55,7 +55,11 @@ def test_horovod_kernels_need_no_newer_driver_than_tensorflow():
     assert minimum_driver(compiler) == minimum_driver(tf_cuda) == "525.60.13"
     # the image asks for V100 (7.0) through H100 (9.0); CUDA 12 compiles all of them
     assert _dockerfile_cc_list() == ["70", "75", "80", "86", "89", "90"]
-    assert re.fullmatch(r"[0-9a-f]{64}", _script_setting("CUDA_TOOLKIT_DEB_SHA256"))
+    for pinned in ("CUDA_TOOLKIT_DEB_SHA256", "CUDA_DEV_DEB_SHA256"):
+        assert re.fullmatch(r"[0-9a-f]{64}", _script_setting(pinned))
+    # both packages of the one Debian CUDA release the compiler comes from
+    assert f"_{compiler}~" in _script_setting("CUDA_TOOLKIT_DEB")
+    assert _script_setting("CUDA_DEV_DEB").split("~")[1] == _script_setting("CUDA_TOOLKIT_DEB").split("~")[1]
 
 
 def test_cuda_tree_refuses_an_existing_folder(tmp_path):
@@ -70,15 +74,16 @@ def test_cuda_tree_refuses_an_existing_folder(tmp_path):
 def test_cuda_tree_refuses_a_package_whose_checksum_differs(tmp_path):
     if shutil.which("dpkg-deb") is None:
         pytest.fail("dpkg-deb is needed by scripts/build_horovod.sh --cuda-tree (apt-get install dpkg)")
-    impostor = tmp_path / "nvidia-cuda-toolkit.deb"
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    impostor = pool / _script_setting("CUDA_TOOLKIT_DEB")
     impostor.write_bytes(b"!<arch>\nnot the package\n")
     tree = tmp_path / "tree"
-    result = _run(["--cuda-tree", str(tree)], env={"CUDA_TOOLKIT_DEB_URL": impostor.as_uri()},
-                  timeout=60)
+    result = _run(["--cuda-tree", str(tree)], env={"CUDA_DEB_POOL": pool.as_uri()}, timeout=60)
     assert result.returncode != 0
     wrong = hashlib.sha256(impostor.read_bytes()).hexdigest()
     assert f"SHA-256 {wrong}, expected {_script_setting('CUDA_TOOLKIT_DEB_SHA256')}" in result.stderr
-    assert not (tree / "bin" / "nvcc").exists()
+    assert not tree.exists() and not Path(f"{tree}.download").exists()  # nothing left behind
 
 
 @pytest.mark.slow

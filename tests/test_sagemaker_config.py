@@ -16,6 +16,7 @@ from albertkit.sagemaker import defaults as smdefaults
 from albertkit.sagemaker import plan as smplan
 from albertkit.sagemaker import submit as smsubmit
 from albertkit.sagemaker.config import SageMakerConfig
+from albertkit.tasks import TASK_NAMES
 from albertkit.training.run_logger import format_log_line
 
 ROLE = "arn:aws:iam::123456789012:role/albertkit-sagemaker"
@@ -261,7 +262,7 @@ def test_squad_and_classification_metrics():
     cls = {d["Name"]: d["Regex"] for d in smplan.metric_definitions("classification")}
     line = format_log_line(10, {"loss": 0.5, "accuracy": 0.875}, "eval")
     assert float(re.search(cls["eval:accuracy"], line).group(1)) == 0.875
-    for task in smplan.TRAIN_METRICS:
+    for task in TASK_NAMES:
         defs = smplan.metric_definitions(task)
         assert len(defs) <= 40 and all(len(d["Regex"]) <= 500 for d in defs)
 

@@ -51,7 +51,7 @@ from albertkit.sagemaker.config import (
 from albertkit.sagemaker.entry_script import ENTRY_SCRIPT, ENTRY_SCRIPT_TEXT
 from albertkit.sagemaker.mpi_driver import DRIVER_SCRIPT, SSH_KEY_DIR, write_job_ssh_key
 from albertkit.sagemaker.wire import hyperparameter_key, hyperparameter_text
-from albertkit.tasks import TASK_NAMES, task_class
+from albertkit.tasks import task_class
 from albertkit.training.config_change import settings_fingerprint
 
 if TYPE_CHECKING:
@@ -82,13 +82,8 @@ log = logging.getLogger("albertkit")
 #   albertkit step=120 loss=3.1415 mlm_accuracy=0.1234 sop_accuracy=0.6100 learning_rate=0.000500 seq_per_s=123.4
 #   albertkit eval step=120 loss=2.9 mlm_accuracy=0.1500 sop_accuracy=0.6400
 # SageMaker turns the first capture group of each regex into a CloudWatch metric.
-# The names come from the task classes (their log_keys), the one place they are listed.
-TRAIN_METRICS: dict[str, tuple[str, ...]] = {
-    name: task_class(name).log_keys.train_lines for name in TASK_NAMES
-}
-EVAL_METRICS: dict[str, tuple[str, ...]] = {
-    name: task_class(name).log_keys.eval for name in TASK_NAMES
-}
+# The names come from the task classes (their log_keys), the one place they are listed; a
+# task's module is imported when a job of that task is planned, not for `albertkit --help`.
 _NUMBER = r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
 
 
@@ -107,11 +102,8 @@ def metric_regex(name: str, evaluation: bool = False) -> str:
 
 def metric_definitions(task: str) -> list[dict[str, str]]:
     """SageMaker MetricDefinitions (``train:<name>``, ``eval:<name>``) for one task."""
-    if task in TRAIN_METRICS:
-        train, evaluation = TRAIN_METRICS[task], EVAL_METRICS[task]
-    else:  # a plugin's task (the registry raises for a task nobody registered)
-        keys = task_class(task).log_keys
-        train, evaluation = keys.train_lines, keys.eval
+    keys = task_class(task).log_keys  # built-in or a plugin's; the registry names an unknown one
+    train, evaluation = keys.train_lines, keys.eval
     out = [{"Name": f"train:{n}", "Regex": metric_regex(n)} for n in train]
     out += [{"Name": f"eval:{n}", "Regex": metric_regex(n, True)} for n in evaluation]
     return out
