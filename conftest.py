@@ -84,6 +84,27 @@ def jit_compile_calls(monkeypatch):
     return record
 
 
+@pytest.fixture
+def autograph_conversions(monkeypatch):
+    """The qualified names (``module.qualname``) of the functions AutoGraph converts while
+    the test runs, in order. albertkit traces its graphs without AutoGraph (the training
+    step, the kernels, the data pipelines: see :mod:`albertkit.training.step`), so a test
+    can assert that none of ``albertkit.*`` is converted. It spies on AutoGraph's converter
+    entry (TensorFlow-internal; ``test_step`` checks that it still sees conversions)."""
+    from tensorflow.python.autograph.impl import api
+
+    seen: list[str] = []
+    real = api._convert_actual
+
+    def spy(entity, program_ctx):
+        module = getattr(entity, "__module__", None) or "?"
+        seen.append(f"{module}.{getattr(entity, '__qualname__', repr(entity))}")
+        return real(entity, program_ctx)
+
+    monkeypatch.setattr(api, "_convert_actual", spy)
+    return seen
+
+
 @pytest.fixture(scope="session")
 def load_script():
     """``load_script(name)``: ``benchmarks/<name>.py`` imported as a module (the scripts

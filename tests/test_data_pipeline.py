@@ -83,7 +83,7 @@ def test_static_values_equal_records(data):
 
 
 @pytest.mark.parametrize("masking", ["static", "dynamic"])
-def test_same_seed_same_batches(data, masking):
+def test_same_seed_same_batches(data, masking, autograph_conversions):
     _, _, files = data
     kw = {
         "seq_length": L,
@@ -105,6 +105,8 @@ def test_same_seed_same_batches(data, masking):
     d = _all(build_pretraining_dataset(files[masking], seed=5, **kw).skip(3).take(3))
     for x, y in zip(a[3:], d, strict=True):
         np.testing.assert_array_equal(x["input_ids"], y["input_ids"])
+    # the reader and the masking are traced as written (no AutoGraph conversion)
+    assert [name for name in autograph_conversions if name.startswith("albertkit.")] == []
 
 
 @pytest.mark.parametrize(("n_files", "training"), [(4, True), (1, False), (4, False)])
@@ -223,7 +225,7 @@ def test_manifest_mismatch_is_an_error(data):
         )
 
 
-def test_synthetic_dataset_structure():
+def test_synthetic_dataset_structure(autograph_conversions):
     kw = {
         "vocab_size": 500,
         "seq_length": 32,
@@ -244,6 +246,7 @@ def test_synthetic_dataset_structure():
         assert (x["input_ids"][:, 0] == 2).all()
         assert not np.isin(x["masked_lm_ids"][w], [0, 1, 2, 3, 4]).any()
     assert not np.array_equal(a[0]["masked_lm_positions"], a[4]["masked_lm_positions"])  # epoch 2
+    assert [name for name in autograph_conversions if name.startswith("albertkit.")] == []
 
 
 def test_masked_lm_baseline_counts_targets(data):

@@ -90,6 +90,21 @@ def test_xla_on_and_off_agree():
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
+def test_the_step_is_traced_without_autograph(autograph_conversions):
+    """Training (accumulation's while_loop included), evaluation and prediction trace
+    albertkit's code as written: AutoGraph converts none of it (albertkit.training.step's
+    docstring says why). A function traced with AutoGraph on is seen by the probe."""
+    _, _, step = build(config(micro_batch_size=4, precision="mixed_float16"), accum=2)
+    batch = stack(fixed_batch(8), 2)
+    assert step(batch)["finite"] == 1.0
+    one = {k: v[0] for k, v in batch.items()}
+    assert float(step.evaluate_batch(one)["mlm_loss_sum"]) > 0
+    assert step.predict(one)
+    assert [name for name in autograph_conversions if name.startswith("albertkit.")] == []
+    assert int(tf.function(lambda x: x + 1)(tf.constant(1))) == 2  # AutoGraph on: converted
+    assert [name for name in autograph_conversions if name.startswith(__name__)]
+
+
 @pytest.mark.parametrize("precision", ["float32", "mixed_float16", "mixed_bfloat16"])
 def test_precisions_train(precision):
     cfg = config(precision=precision, xla=True)

@@ -153,6 +153,7 @@ class FinetuneDatasets:
         def gather(index):
             return [arrays[k][index] for k in names]
 
+        @tf.autograph.experimental.do_not_convert  # traced as written
         def lookup(index):
             rows = tf.numpy_function(gather, [index], [tf.as_dtype(arrays[k].dtype) for k in names])
             return {

@@ -103,8 +103,9 @@ class HorovodDistributor:
         self.local_size: int = hvd.local_size()
         self.fp16_compression = bool(fp16_compression)
         self.device = pin_gpu(self.local_rank) if pin_gpus else None
-        self._broadcast_fn = tf.function(self._broadcast_tensors, reduce_retracing=True)
-        self._barrier_fn = tf.function(self._barrier_graph)
+        self._broadcast_fn = tf.function(self._broadcast_tensors, reduce_retracing=True,
+                                         autograph=False)
+        self._barrier_fn = tf.function(self._barrier_graph, autograph=False)
         if self.size == 1:
             log.warning("distributed.backend=horovod with a single process: start the job with "
                         "horovodrun/mpirun (or `albertkit ... --nproc N`) to use several")

@@ -116,8 +116,9 @@ class MultiWorkerDistributor:
         self.fp16_compression = bool(fp16_compression)
         self._options = tf.distribute.experimental.CommunicationOptions(
             bytes_per_pack=PACK_BYTES, timeout_seconds=timeout_seconds)
-        self._broadcast_fn = tf.function(self._broadcast_graph, reduce_retracing=True)
-        self._barrier_fn = tf.function(self._barrier_graph)
+        self._broadcast_fn = tf.function(self._broadcast_graph, reduce_retracing=True,
+                                         autograph=False)
+        self._barrier_fn = tf.function(self._barrier_graph, autograph=False)
 
     # ------------------------------------------------------------------ identity
     @property

@@ -5,7 +5,8 @@ Each kernel is a ``tf.custom_gradient`` whose passes are XLA-compiled TensorFlow
 pass, the masked-LM cross-entropy and the attention core. They compute in float32 (float64
 for float64 input) whatever the input's dtype, and return the input's dtype. Each replaces
 ops that TensorFlow's graph executor ran one by one, keeping more intermediates or making
-more passes over memory (measured in docs/performance.md and docs/memory.md);
+more passes over memory (measured in docs/performance.md and docs/memory.md). They are traced
+as written, without AutoGraph (no branch depends on a tensor's value);
 ``tests/test_model.py`` checks each against float64 NumPy references.
 """
 
@@ -90,11 +91,11 @@ def fused_activation(name: str) -> Callable[[Any], Any] | None:
     if parts is None:
         return None
 
-    @tf.function(jit_compile=True, reduce_retracing=True)
+    @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
     def forward(x: Any) -> Any:
         return tf.cast(parts(_wide(x))[0], x.dtype)
 
-    @tf.function(jit_compile=True, reduce_retracing=True)
+    @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
     def backward(x: Any, dy: Any) -> Any:
         return tf.cast(_wide(dy) * parts(_wide(x))[1], x.dtype)
 
@@ -125,7 +126,7 @@ def layer_norm_kernel(epsilon: float) -> Callable[[Any, Any, Any], Any]:
     128 x 8 in mixed_bfloat16 (docs/performance.md, "Changes, predicted and measured").
     """
 
-    @tf.function(jit_compile=True, reduce_retracing=True)
+    @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
     def backward(x: Any, gamma: Any, dy: Any) -> tuple[Any, Any, Any]:
         x_hat, inv = _normalise(_wide(x), epsilon)
         dy = _wide(dy)
@@ -149,7 +150,7 @@ def layer_norm_kernel(epsilon: float) -> Callable[[Any, Any, Any], Any]:
     return layer_norm
 
 
-@tf.function(jit_compile=True, reduce_retracing=True)
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _cross_entropy_forward(logits: Any, labels: Any) -> tuple[Any, Any, Any, Any]:
     x = _wide(logits)
     width = tf.shape(x)[-1]
@@ -162,7 +163,7 @@ def _cross_entropy_forward(logits: Any, labels: Any) -> tuple[Any, Any, Any, Any
     return ce, correct, peak, log_sum
 
 
-@tf.function(jit_compile=True, reduce_retracing=True)
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _cross_entropy_backward(logits: Any, labels: Any, peak: Any, log_sum: Any, dce: Any) -> Any:
     x = _wide(logits)
     probs = tf.exp((x - peak[..., None]) - log_sum[..., None])  # the forward pass's softmax
@@ -209,7 +210,7 @@ def sparse_cross_entropy(logits: Any, labels: Any) -> tuple[Any, Any]:
     return tf.reshape(ce, tf.shape(labels)), tf.reshape(correct, tf.shape(labels))
 
 
-@tf.function(jit_compile=True, reduce_retracing=True)
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _score_gradient(probs: Any, d_probs: Any, row: Any) -> Any:
     """``probs * (d_probs - row)`` as one XLA-compiled pass over the T x T tensors, in float32
     (float64 for float64) and returned in the probabilities' dtype: the graph executor's

@@ -117,7 +117,7 @@ def _fanned_cast(read: Any, dtype: Any, reads: int) -> list[Any]:
     return fan(read)
 
 
-@tf.function(jit_compile=True, reduce_retracing=True)
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _sum_wide(parts: list[Any], dtype: Any) -> Any:
     return tf.add_n([tf.cast(p, dtype) for p in parts])
 

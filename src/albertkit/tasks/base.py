@@ -94,6 +94,12 @@ class TaskData(Protocol):
 class Task(abc.ABC):
     """What a model learns and how it is scored; the trainer calls only these members.
 
+    ``loss_and_stats``, ``example_losses`` and the model's ``call`` are traced into the
+    training step's graph without AutoGraph (``tf.function(..., autograph=False)``, the rule
+    Keras 3's own ``Model.fit`` applies): a branch or loop on a tensor's value is written
+    with ``tf.cond`` / ``tf.where`` / ``tf.while_loop``, while Python ``if`` and ``for`` on
+    shapes, configs and lists are fine.
+
     Attributes:
         name: the task's name (``cfg.task``): ``pretraining``, ``squad``, ``classification``.
         log_keys: the names of the metrics it reports (progress bar, SageMaker metrics).

@@ -194,7 +194,9 @@ class UserData:
                 raise TypeError(f"{what} factory({position}) returned {type(ds).__name__}, "
                                 "expected a tf.data.Dataset")
             check_element(ds, self.features, f"{what} factory({position})", empty_ok)
-        return ds.map(self._normalise)
+        import tensorflow as tf
+
+        return ds.map(tf.autograph.experimental.do_not_convert(self._normalise))
 
     def _normalise(self, *element: Any) -> dict[str, tf.Tensor]:
         import tensorflow as tf
