@@ -153,10 +153,22 @@ cuda12_compiler_tree() {
   for b in ptxas fatbinary nvlink cudafe++ bin2c nvprune cuobjdump; do
     cp "$dl/deb/usr/bin/$b" "$tree/bin/"
   done
-  dpkg-deb --fsys-tarfile "$dl/$CUDA_DEV_DEB" | tar -x -C "$dl/deb" \
-    ./usr/lib/x86_64-linux-gnu/libcudart_static.a ./usr/lib/x86_64-linux-gnu/libcudadevrt.a
-  cp "$dl/deb/usr/lib/x86_64-linux-gnu/libcudart_static.a" \
-    "$dl/deb/usr/lib/x86_64-linux-gnu/libcudadevrt.a" "$tree/lib64/"
+  # --occurrence: tar stops once both archives are out, about a third of the way into the
+  # 0.9 GB package (6 s instead of 19 s, 12 CPU-s instead of 37, on a 2-core AMD EPYC), and
+  # dpkg-deb then ends on a closed pipe: tar's status and the two files are what count.
+  local arch_dir="$dl/deb/usr/lib/x86_64-linux-gnu" unpacked=0
+  set +o pipefail
+  dpkg-deb --fsys-tarfile "$dl/$CUDA_DEV_DEB" 2>"$dl/dpkg-deb.err" \
+    | tar --occurrence -x -C "$dl/deb" \
+      ./usr/lib/x86_64-linux-gnu/libcudart_static.a ./usr/lib/x86_64-linux-gnu/libcudadevrt.a \
+    || unpacked=$?
+  set -o pipefail
+  if [[ "$unpacked" != 0 || ! -f "$arch_dir/libcudart_static.a" || ! -f "$arch_dir/libcudadevrt.a" ]]; then
+    cat "$dl/dpkg-deb.err" >&2
+    rm -rf "$dl" "$tree"
+    die "--cuda-tree: $CUDA_DEV_DEB holds no libcudart_static.a / libcudadevrt.a"
+  fi
+  cp "$arch_dir/libcudart_static.a" "$arch_dir/libcudadevrt.a" "$tree/lib64/"
   "$PY" -m pip install --no-cache-dir -q --no-deps --target "$dl/wheels" \
     "nvidia-cuda-nvcc-cu12==$CUDA_COMPILER_VERSION" \
     "nvidia-cuda-runtime-cu12==$CUDA_RUNTIME_HEADERS_VERSION" \

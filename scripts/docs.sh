@@ -4,7 +4,7 @@
 # Creates .docs-venv (if missing) with only the docs tools, the `docs` extra of
 # pyproject.toml: mkdocstrings reads albertkit's source (src/) without importing it, so
 # neither albertkit nor TensorFlow is installed. The site goes to site/ (or $SITE_DIR).
-# CI (.ci/run) runs this after the tests; scripts/test.sh does not.
+# CI (.ci/run) runs this beside the tests; scripts/test.sh does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}

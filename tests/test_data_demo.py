@@ -3,8 +3,6 @@ cached preparation."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from albertkit.config import DemoData
@@ -12,8 +10,7 @@ from albertkit.data.demo import prepare_demo_data
 
 
 @pytest.mark.slow
-@pytest.mark.serial  # the cached second call is timed (< 1 s): run alone
-def test_demo_data_disjoint_cached_and_readable(tmp_path):
+def test_demo_data_disjoint_cached_and_readable(tmp_path, monkeypatch):
     cfg = DemoData(vocab_size=1000, dupe_factor=1, seq_length=64, max_predictions_per_seq=10)
     files = prepare_demo_data(cfg, tmp_path, seed=0, progress=False, num_workers=1)
     assert files.vocab_size == 1000 and (files.tokenizer_dir / "spiece.model").is_file()
@@ -25,9 +22,17 @@ def test_demo_data_disjoint_cached_and_readable(tmp_path):
     assert len(docs["train"]) > 1000 and len(docs["eval"]) >= 50
     assert docs["train"].isdisjoint(docs["eval"])
     assert sum(len(d) for d in docs["train"]) > 600_000  # far above 0.3 MB (overfitted)
-    t0 = time.time()
+    # the second call reuses everything: it reads no corpus, trains no tokenizer, writes no
+    # example (each would raise here) and touches no file
+    import albertkit.data.demo as demo
+
+    written = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+    for step in ("stdlib_documents", "train_tokenizer", "prepare_pretraining_data"):
+        monkeypatch.setattr(demo, step, lambda *a, _name=step, **k: pytest.fail(f"{_name} ran"))
     again = prepare_demo_data(cfg, tmp_path, seed=0, progress=False)
-    assert time.time() - t0 < 1.0 and again == files
+    assert again == files
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()} == written
+    monkeypatch.undo()
 
     tf = pytest.importorskip("tensorflow")
     from albertkit.data.pretraining_dataset import build_pretraining_dataset
