@@ -16,9 +16,10 @@ XLA kernel at all: the math that benefits from fusion is compiled, the communica
 
 Every function here is traced without AutoGraph (``autograph=False``, as Keras 3's
 ``Model.fit`` does): the control flow that depends on tensors is written as ``tf.while_loop``
-/ ``tf.cond`` already, and converting the model's and tasks' Python to graph code took about
-1.3 s of every training process's start (a tiny model's 4-step ``albertkit pretrain``: 11.6 s
-before, 10.1 s after; with the data pipelines and kernels also traced as written, 8.9 s).
+/ ``tf.cond`` already, and converting the model's, the tasks' and the data pipelines' Python
+to graph code took about 2 s of every training process's start (a tiny model's 4-step
+``albertkit pretrain`` on a 2-core AMD EPYC: 12.6 s with AutoGraph, 10.3 s without, medians
+of five alternating runs).
 
 Batches given to :meth:`TrainStep.__call__` carry a leading accumulation axis:
 ``[accum, micro_batch, ...]``.
