@@ -65,7 +65,7 @@ from pydantic import ValidationError
 from albertkit.config import MaskingConfig
 from albertkit.data.manifest import MANIFEST, read_manifest
 from albertkit.data.masking import SPECIAL_NAMES, VocabInfo, ngram_cdf
-from albertkit.data.stream import RecordLayout, locate, record_stream
+from albertkit.data.stream import RecordLayout, locate, no_autograph, record_stream
 from albertkit.data.tfrecord import count_records
 from albertkit.errors import DatasetError, RecordError
 
@@ -73,9 +73,6 @@ log = logging.getLogger("albertkit")
 
 ALBERT_SPECIAL_IDS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 _AUTOTUNE = tf.data.AUTOTUNE
-# The pipelines' functions are traced as written, without AutoGraph (no control flow here
-# depends on a tensor's value): converting them cost about 0.7 s of every process's start.
-_no_autograph = tf.autograph.experimental.do_not_convert
 
 
 # ------------------------------------------------------------------ dynamic masking (TF)
@@ -263,9 +260,9 @@ def _read_file_checked(path: tf.Tensor, expected: tf.Tensor) -> tf.data.Dataset:
 
     return (
         records.concatenate(end)
-        .scan(tf.constant(0, tf.int64), _no_autograph(step))
-        .filter(_no_autograph(lambda rec, is_end: tf.logical_not(is_end)))
-        .map(_no_autograph(lambda rec, is_end: rec))
+        .scan(tf.constant(0, tf.int64), no_autograph(step))
+        .filter(no_autograph(lambda rec, is_end: tf.logical_not(is_end)))
+        .map(no_autograph(lambda rec, is_end: rec))
     )
 
 
@@ -441,7 +438,7 @@ def build_pretraining_dataset(
             "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
         }
 
-        @_no_autograph
+        @no_autograph
         def parse(serialized):
             ex = tf.io.parse_example(serialized, spec)
             out = {k: tf.cast(v, tf.int32) for k, v in ex.items() if k != "masked_lm_weights"}
@@ -460,7 +457,7 @@ def build_pretraining_dataset(
         }
         assert info is not None
 
-        @_no_autograph
+        @no_autograph
         def parse_and_mask(index, serialized):
             ex = {k: tf.cast(v, tf.int32) for k, v in tf.io.parse_example(serialized, spec).items()}
             ex["next_sentence_labels"] = ex["next_sentence_labels"][:, 0]
@@ -493,7 +490,7 @@ def _v1_records(files, expected, training, shuffle_buffer, seed, deterministic, 
     if repeat:
         ds = ds.repeat()
     ds = ds.interleave(
-        _no_autograph(_read_file_checked),
+        no_autograph(_read_file_checked),
         cycle_length=min(len(files), 16),
         block_length=1,
         num_parallel_calls=_AUTOTUNE,
@@ -615,17 +612,17 @@ def build_synthetic_dataset(
         # starts right at its position instead of generating and dropping earlier batches.
         first = start_batch * num_shards + shard_index
         ds = tf.data.Dataset.range(first, tf.int64.max, num_shards).map(
-            _no_autograph(lambda position: (position, position % num_batches)))
+            no_autograph(lambda position: (position, position % num_batches)))
     else:
         ds = tf.data.Dataset.range(num_batches).enumerate()
         if num_shards > 1:
             ds = ds.shard(num_shards, shard_index)
     ds = ds.map(
-        _no_autograph(lambda position, i: (position, make(i))), num_parallel_calls=_AUTOTUNE,
+        no_autograph(lambda position, i: (position, make(i))), num_parallel_calls=_AUTOTUNE,
         deterministic=True
     )
 
-    @_no_autograph
+    @no_autograph
     def add_masks(index, ex):
         pair_seed = tf.stack([tf.cast(seed, tf.int64) + 1, index])
         return _mask_pairs(ex, pair_seed, info, rules, max_predictions_per_seq)

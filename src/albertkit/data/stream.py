@@ -43,9 +43,10 @@ _FILE_SALT = 0x46494C45  # "FILE"
 _WINDOW_SALT = 0x57494E44  # "WIND"
 _INDEX_SALT = 0x494E4458  # "INDX"
 _FOREVER = tf.int64.max
-# The pipelines' functions are traced as written, without AutoGraph (no control flow here
-# depends on a tensor's value; see pretraining_dataset).
-_no_autograph = tf.autograph.experimental.do_not_convert
+# albertkit's tf.data functions are traced as written, without AutoGraph (no control flow in
+# them depends on a tensor's value): converting them cost about 0.7 s of every training
+# process's start. Also used by albertkit.data.pretraining_dataset.
+no_autograph = tf.autograph.experimental.do_not_convert
 
 
 def _seed_pair(seed: int, salt: int, *data) -> tf.Tensor:
@@ -156,8 +157,8 @@ def record_stream(layout: RecordLayout, read_file, *, seed: int, window: int,
         q = offset + stride * begin  # epoch position of the first record to read
         skip = tf.maximum(q - before, 0)
         files = tf.data.Dataset.from_tensor_slices((tf.gather(paths, order), ordered, skip))
-        files = files.filter(_no_autograph(lambda p, c, s: s < c))
-        recs = files.flat_map(_no_autograph(lambda p, c, s: read_file(p, c).skip(s)))
+        files = files.filter(no_autograph(lambda p, c, s: s < c))
+        recs = files.flat_map(no_autograph(lambda p, c, s: read_file(p, c).skip(s)))
         return recs.shard(stride, 0) if stride > 1 else recs
 
     def epoch_elements(epoch, begin, first_window):
@@ -165,7 +166,7 @@ def record_stream(layout: RecordLayout, read_file, *, seed: int, window: int,
         if not window:
             return recs
 
-        @_no_autograph
+        @no_autograph
         def permute(w, batch):
             n = tf.shape(batch, out_type=tf.int64)[0]
             idx = _permuted(tf.range(n), n, _seed_pair(seed, _WINDOW_SALT, epoch, w))
@@ -180,13 +181,13 @@ def record_stream(layout: RecordLayout, read_file, *, seed: int, window: int,
          tf.constant(w0, tf.int64)))
     if repeat:
         rest = tf.data.Dataset.range(first_epoch + 1, _FOREVER).map(
-            _no_autograph(lambda e: (e, tf.constant(0, tf.int64), tf.constant(0, tf.int64))))
+            no_autograph(lambda e: (e, tf.constant(0, tf.int64), tf.constant(0, tf.int64))))
         epochs = first.concatenate(rest)
     elif first_epoch == 0:
         epochs = first
     else:
         epochs = first.take(0)
-    ds = epochs.flat_map(_no_autograph(epoch_elements))
+    ds = epochs.flat_map(no_autograph(epoch_elements))
     return ds.skip(skip_in_window) if skip_in_window else ds
 
 
@@ -198,7 +199,7 @@ def index_stream(num_examples: int, *, seed: int, rank: int, size: int, batch_si
     n = int(num_examples)
     first = (int(start_batch) * batch_size) * size + rank  # global element index
 
-    @_no_autograph
+    @no_autograph
     def lookup(g):
         return _permuted(g % n, n, _seed_pair(seed, _INDEX_SALT, g // n))
 
