@@ -123,17 +123,17 @@ def refuse_network(monkeypatch) -> list:
 def builtins_only_registry():
     """The registries holding albertkit's own parts only, as in an environment without
     plugins: an installed plugin (CI installs examples/plugins/albertkit-tagging) is set
-    aside for the test and brought back afterwards, TrainerConfig's validator included."""
-    from albertkit.config import TrainerConfig, registry
+    aside for the test and brought back afterwards."""
+    import copy
+
+    from albertkit.config import registry
 
     reg = registry._REGISTRY
     registry.load_plugins()
-    saved = ({k: dict(v) for k, v in reg.tables.items()}, set(reg.loaded), reg.plugins_done)
+    saved = copy.copy(vars(reg))
+    saved["tables"] = {k: dict(v) for k, v in reg.tables.items()}
     reg.tables = {k: {n: e for n, e in v.items() if e.source.builtin}
-                  for k, v in saved[0].items()}
-    reg.version += 1  # never goes back: what was derived from other tables is stale
-    TrainerConfig.sync_registry()
+                  for k, v in saved["tables"].items()}
+    reg.loaded, reg.broken = set(), {}
     yield reg
-    reg.tables, reg.loaded, reg.plugins_done = saved
-    reg.version += 1
-    TrainerConfig.sync_registry()
+    vars(reg).update(saved)

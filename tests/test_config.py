@@ -136,39 +136,42 @@ def test_every_field_overridable():
             spec.pre_layer_norm) == (2, 2, "relu", True)
 
 
-# --------------------------------------------------------------------------- plugin sections
-def test_plugin_section_is_kept_raw_and_never_written(tmp_path):
+# --------------------------------------------------------------------------- extension sections
+def test_extension_section_is_kept_raw_and_never_written(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("model: {size: tiny}\ndata: {kind: synthetic}\n"
                     "sagemaker: {instance_count: 2, inputs: {train: {kind: s3, uri: s3://b/x}}}\n")
     cfg = TrainerConfig.from_yaml(path, ["sagemaker.instance_type=ml.g5.xlarge",
                                          "sagemaker.spot=true"])
-    assert cfg.plugin_section("sagemaker") == {
+    assert cfg.extension_section("sagemaker") == {
         "instance_count": 2, "inputs": {"train": {"kind": "s3", "uri": "s3://b/x"}},
         "instance_type": "ml.g5.xlarge", "spot": True}
     # the config's own outputs (run directories, exports) never carry it
     assert "sagemaker" not in cfg.to_dict() and "sagemaker" not in cfg.model_dump()
     assert "sagemaker" not in cfg.to_yaml() and "sagemaker" not in cfg.to_json()
     # a copy of the config keeps it; handing it out does not let callers change it
-    assert cfg.model_copy(update={"run_dir": tmp_path}).plugin_section("sagemaker")["spot"]
-    cfg.plugin_section("sagemaker")["spot"] = False
-    assert cfg.plugin_section("sagemaker")["spot"] is True
+    assert cfg.model_copy(update={"run_dir": tmp_path}).extension_section("sagemaker")["spot"]
+    cfg.extension_section("sagemaker")["spot"] = False
+    assert cfg.extension_section("sagemaker")["spot"] is True
     # the section is unvalidated here: the package that owns it checks it
-    assert TrainerConfig.from_dict({**BASE, "sagemaker": {"no_such_key": 1}}).plugin_section(
+    assert TrainerConfig.from_dict({**BASE, "sagemaker": {"no_such_key": 1}}).extension_section(
         "sagemaker") == {"no_such_key": 1}
     # an override alone creates it; none at all (or null) means no section
-    assert make().plugin_section("sagemaker") is None
-    assert TrainerConfig.from_dict(BASE, ["sagemaker.instance_count=3"]).plugin_section(
+    assert make().extension_section("sagemaker") is None
+    assert TrainerConfig.from_dict(BASE, ["sagemaker.instance_count=3"]).extension_section(
         "sagemaker") == {"instance_count": 3}
-    assert TrainerConfig.from_dict({**BASE, "sagemaker": None}).plugin_section("sagemaker") is None
-    with pytest.raises(KeyError, match="not a plugin section"):
-        cfg.plugin_section("runtime")
+    assert TrainerConfig.from_dict({**BASE, "sagemaker": None}).extension_section("sagemaker") is None
+    with pytest.raises(KeyError, match="not an extension section"):
+        cfg.extension_section("runtime")
+    # the old name still works, and says it is deprecated
+    with pytest.warns(DeprecationWarning, match="use extension_section"):
+        assert cfg.plugin_section("sagemaker") == cfg.extension_section("sagemaker")
 
 
-def test_plugin_section_must_be_a_mapping():
+def test_extension_section_must_be_a_mapping():
     with pytest.raises(ConfigError, match=r"sagemaker: Input should be a valid dictionary"):
         TrainerConfig.from_dict({**BASE, "sagemaker": [1, 2]})
-    # the typed sections are still validated next to a plugin section
+    # the typed sections are still validated next to an extension section
     with pytest.raises(ConfigError, match=r"runtime\.max_stepz"):
         TrainerConfig.from_dict({**BASE, "runtime": {"max_stepz": 1}, "sagemaker": {}})
 

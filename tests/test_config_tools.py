@@ -17,11 +17,11 @@ from albertkit.cli.config import (
     add_config_parser,
     config_reference,
     config_schema,
-    plugin_sections,
+    extension_sections,
     show_config,
 )
 from albertkit.config import ConfigError, TrainerConfig
-from albertkit.config.reference import SCHEMA_FILE, _submodels, composed_model
+from albertkit.config.reference import SCHEMA_FILE, _annotation, _submodels, composed_model
 from albertkit.data.demo import demo_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,11 +38,11 @@ def _cli(argv: list[str]) -> argparse.Namespace:
 def _sections(model: type[BaseModel] | None = None, path: str = ""
               ) -> list[tuple[str, type[BaseModel]]]:
     """Every (dotted path, section model) of the config tree, variants of unions included
-    (plugin sections such as sagemaker: too)."""
-    model = model or composed_model(plugin_sections())
+    (extension sections such as sagemaker: too)."""
+    model = model or composed_model(extension_sections())
     out = [(path, model)]
     for name, info in model.model_fields.items():
-        sub = _submodels(info.annotation)
+        sub = _submodels(_annotation(info))
         if sub is not None:
             for m in sub[1]:
                 out += _sections(m, f"{path}.{name}" if path else name)

@@ -100,7 +100,7 @@ def test_example_config_validates(path: Path, schema_validator):
     # training part: a sagemaker: section is never written into run directories)
     stored = TrainerConfig.model_validate(yaml.safe_load(cfg.to_yaml()))
     assert stored.model_dump() == cfg.model_dump()
-    assert stored.plugin_section("sagemaker") is None
+    assert stored.extension_section("sagemaker") is None
     # derived values exist for the config's own replica count (SageMaker) or one process
     replicas = 1
     sm = SageMakerConfig.from_trainer_config(cfg)

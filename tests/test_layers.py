@@ -4,13 +4,15 @@
     -> tasks -> training -> sagemaker, perf, report, doctor -> cli
 
 A module may import from its own layer or a lower one, never from a higher one; lazy imports
-inside functions count too. Four exemptions, all deliberate: the package root re-exports the
+inside functions count too. Three exemptions, all deliberate: the package root re-exports the
 public API; two documented conveniences reach up, each through one lazy import:
 ``AlbertTrainer.to_sagemaker()`` (in ``training/trainer.py``) and
 ``AlbertEncoderLayer.from_run()`` (in ``models/encoder_layer.py``, which reads a run through
-``training.export``); and an optimizer section's ``build()`` constructs the optimizer it
-configures (a lazy import, so that configs stay pluggable tagged unions, each with its own
-``build()``).
+``training.export``).
+
+No two modules import each other, directly or around a circle, in any layer: every import
+counts here too (lazy ones inside functions, and those only type checkers see), the
+exemptions above included.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ EXEMPT = {
     ("albertkit", "*"),  # the package root re-exports the public API lazily
     ("albertkit.training.trainer", "albertkit.sagemaker"),  # to_sagemaker(), documented
     ("albertkit.models.encoder_layer", "albertkit.training.export"),  # from_run(), documented
-    ("albertkit.config.sections", "albertkit.optimizers"),  # LambConfig.build() and friends
 }
 
 
@@ -125,6 +126,106 @@ def test_contract_catches_an_upward_import(tmp_path, victim, line):
     target.write_text(text, encoding="utf-8")
     found = violations(copy)
     assert len(found) == 1 and victim in found[0], found
+
+
+# --------------------------------------------------------------------------- cycles
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """module -> the modules it imports, for every module under ``root`` (a package folder):
+    every import statement counts, wherever it stands. ``from package import name`` is an
+    import of module ``package.name`` when there is one, else of ``package``."""
+    paths = {_module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        is_package = path.name == "__init__.py"
+        targets: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = module.split(".") if is_package else module.split(".")[:-1]
+                    parts = parts[: len(parts) - (node.level - 1)]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in paths else base
+                         for a in node.names]
+            else:
+                continue
+            for name in names:
+                while name and name not in paths:  # `import a.b.c` of an attribute path
+                    name = name.rpartition(".")[0]
+                if name and name != module:
+                    targets.add(name)
+        graph[module] = targets
+    return graph
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    """Every group of modules that import each other around a circle (the strongly connected
+    components of :func:`import_graph` with more than one module; Tarjan's algorithm), each
+    sorted, as one list."""
+    graph = import_graph(root)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_no_import_cycles():
+    cycles = import_cycles(SRC)
+    assert cycles == [], "modules that import each other:\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_detector_finds_a_planted_cycle(tmp_path):
+    pkg = tmp_path / "albertkit"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from albertkit.sub.low import x\n")
+    (pkg / "sub" / "low.py").write_text("x = 1\n")
+    (pkg / "sub" / "mid.py").write_text("from albertkit.sub import low\n")
+    (pkg / "top.py").write_text("from albertkit.sub import mid\nimport albertkit.sub.low\n")
+    assert import_graph(pkg)["albertkit.top"] == {"albertkit.sub.mid", "albertkit.sub.low"}
+    assert import_cycles(pkg) == []  # a chain, no circle
+    # a lazy import inside a function closes a circle of three modules
+    (pkg / "sub" / "low.py").write_text("x = 1\n\n\ndef f():\n    from .. import top\n")
+    assert import_cycles(pkg) == [["albertkit.sub.low", "albertkit.sub.mid", "albertkit.top"]]
+    # and in a copy of albertkit itself: config's registry importing the config root
+    copy = tmp_path / "copy" / "albertkit"
+    shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    with (copy / "config" / "registry.py").open("a", encoding="utf-8") as f:
+        f.write("\n\ndef _injected():\n    from albertkit.config.root import TrainerConfig\n")
+    cycles = import_cycles(copy)
+    assert len(cycles) == 1 and {"albertkit.config.registry", "albertkit.config.root"} \
+        <= set(cycles[0]), cycles
 
 
 BENCHMARKS = SRC.parents[1] / "benchmarks"

@@ -289,7 +289,6 @@ def test_a_part_registered_outside_any_plugin_cannot_travel(fresh_registry):
         kind: Literal["lines"] = "lines"
 
     registry.register_data(LinesData, task="rows_task")
-    TrainerConfig.sync_registry()
     sm = {"role_arn": "arn:aws:iam::123456789012:role/r", "output_path": "s3://bucket/albertkit",
           "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest",
           "image_plugins": ["albertkit-fakeplug"]}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -501,7 +503,7 @@ def test_launch_dry_run(tmp_path, capsys):
     assert "instance_count=2 needs a distribution" in capsys.readouterr().err
 
 
-def test_cli_validates_the_sagemaker_section_at_load(tmp_path, capsys):
+def test_cli_validates_the_sagemaker_section_where_it_is_used(tmp_path, capsys):
     from albertkit.cli import main
 
     path = tmp_path / "job.yaml"
@@ -512,16 +514,21 @@ def test_cli_validates_the_sagemaker_section_at_load(tmp_path, capsys):
         f"run_dir: {tmp_path / 'run'}\n"
         "sagemaker:\n  instance_count: four\n"
     )
-    for argv in (["pretrain", "--config", str(path)], ["config", "show", "-c", str(path)],
-                 ["evaluate", "--config", str(path)]):
-        assert main(argv) == 2, argv
-        err = capsys.readouterr().err
-        assert f"{path}: invalid configuration: sagemaker.instance_count" in err, argv
+    assert main(["config", "show", "-c", str(path)]) == 2
+    assert f"{path}: invalid configuration: sagemaker.instance_count" in capsys.readouterr().err
+    assert main(["launch", "--config", str(path), "--dry-run"]) == 2
+    assert "  sagemaker.instance_count: Input should be a valid integer" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()  # nothing ran
     # the config loader itself keeps the section raw; to_sagemaker names the field too
     cfg = TrainerConfig.from_yaml(path)
     with pytest.raises(ConfigError, match=r"sagemaker\.instance_count.*'four'"):
         smsubmit.to_sagemaker(cfg)
+    # a local run's config is loaded without entering albertkit.sagemaker
+    check = ("import argparse, sys; from albertkit.cli.train import load_config; "
+             f"cfg = load_config(argparse.Namespace(config={str(path)!r}, overrides=[])); "
+             "assert cfg.task == 'pretraining'; "
+             "assert not [m for m in sys.modules if m.startswith('albertkit.sagemaker')]")
+    subprocess.run([sys.executable, "-c", check], check=True)
 
 
 def test_shipped_sagemaker_examples_validate():

@@ -411,7 +411,7 @@ def test_a_plugin_that_does_not_build_stops_launch_before_any_job(plugin, fresh_
     cfg = rows_config(role_arn=role, output_path=f"s3://{BUCKET}/albertkit",
                       plugins=[str(broken)])
     path = tmp_path / "job.json"
-    path.write_text(json.dumps(cfg.to_dict() | {"sagemaker": cfg.plugin_section("sagemaker")}))
+    path.write_text(json.dumps(cfg.to_dict() | {"sagemaker": cfg.extension_section("sagemaker")}))
     assert cli_main(["launch", "--config", str(path), "--no-wait"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: building the plugin in {broken} into a wheel failed: pip "

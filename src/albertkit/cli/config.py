@@ -21,27 +21,28 @@ from albertkit.config.reference import (
     GENERATOR,
     MODELINE,
     SCHEMA_FILE,
-    PluginSection,
+    ExtensionSection,
     json_schema,
     reference_markdown,
 )
 from albertkit.fileio import atomic_write_text, load_yaml
-from albertkit.sagemaker.config import SECTION_DESCRIPTION, SageMakerConfig
 
 
-def plugin_sections() -> tuple[PluginSection, ...]:
-    """The typed plugin sections a config file may hold."""
-    return (PluginSection("sagemaker", SageMakerConfig, SECTION_DESCRIPTION),)
+def extension_sections() -> tuple[ExtensionSection, ...]:
+    """The typed extension sections a config file may hold."""
+    from albertkit.sagemaker.config import SECTION_DESCRIPTION, SageMakerConfig
+
+    return (ExtensionSection("sagemaker", SageMakerConfig, SECTION_DESCRIPTION),)
 
 
 def config_schema() -> dict[str, Any]:
-    """The JSON Schema of a config file, plugin sections included."""
-    return json_schema(plugin_sections())
+    """The JSON Schema of a config file, extension sections included."""
+    return json_schema(extension_sections())
 
 
 def config_reference() -> str:
-    """``docs/configuration.md``, plugin sections included."""
-    return reference_markdown(plugin_sections())
+    """``docs/configuration.md``, extension sections included."""
+    return reference_markdown(extension_sections())
 
 
 # =========================================================================== show
@@ -66,6 +67,8 @@ def resolved_view(cfg: TrainerConfig) -> dict[str, Any]:
     derived: dict[str, Any] = {"task": cfg.task}
     replicas = 1
     config = cfg.to_dict()
+    from albertkit.sagemaker.config import SageMakerConfig  # on use: not for local runs
+
     sm = SageMakerConfig.from_trainer_config(cfg)
     if sm is not None:
         config["sagemaker"] = sm.model_dump(mode="json", exclude_none=True)
@@ -139,6 +142,8 @@ def load_for_show(path: Path, overrides: list[str],
             cfg = load_launch_config(path, overrides, sagemaker_env_defaults)
     if cfg is None:
         cfg = TrainerConfig.from_yaml(path, overrides)
+    from albertkit.sagemaker.config import SageMakerConfig
+
     SageMakerConfig.from_trainer_config(cfg, source=str(path))
     return cfg
 

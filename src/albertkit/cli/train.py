@@ -24,11 +24,10 @@ def add_config_arguments(p: argparse.ArgumentParser, required: bool = True) -> N
 def load_config(args: argparse.Namespace):
     """The command's config: file, ``--set`` overrides, then ``--distributed``/``--run-dir``.
 
-    A ``sagemaker:`` section is validated here too, so a bad key fails before any work,
-    naming its field, although a local run does not use it.
+    A ``sagemaker:`` section is kept as it is: a local run never reads it (``albertkit
+    launch`` and ``to_sagemaker()`` validate it).
     """
     from albertkit.config import TrainerConfig
-    from albertkit.sagemaker.config import SageMakerConfig
 
     # Flag values are typed already: set them as they are. Re-parsed as YAML, a run
     # directory "runs/x #tmp" would lose its comment-like tail and train in runs/x.
@@ -37,9 +36,7 @@ def load_config(args: argparse.Namespace):
         values["distributed.backend"] = args.distributed
     if getattr(args, "run_dir", None):
         values["run_dir"] = str(args.run_dir)
-    cfg = TrainerConfig.from_yaml(args.config, list(args.overrides), values=values)
-    SageMakerConfig.from_trainer_config(cfg, source=str(args.config))
-    return cfg
+    return TrainerConfig.from_yaml(args.config, list(args.overrides), values=values)
 
 
 def run_training(args: argparse.Namespace, expected_task: str | None,

@@ -1,7 +1,7 @@
 """Typed, validated configuration for every albertkit job.
 
 * :mod:`albertkit.config.sections` -- the sections (model, data, optimizer, runtime, ...);
-* :mod:`albertkit.config.root` -- ``TrainerConfig``, YAML/JSON in and out, plugin sections;
+* :mod:`albertkit.config.root` -- ``TrainerConfig``, YAML/JSON in and out, extension sections;
 * :mod:`albertkit.config.overrides` -- dotted ``--set key.path=value`` overrides;
 * :mod:`albertkit.config.validation` -- validation errors that name the field;
 * :mod:`albertkit.config.reference` -- the JSON Schema and the Markdown reference;
@@ -18,7 +18,6 @@ Example:
 """
 
 from albertkit.config.data import (
-    TASK_OF_KIND,
     ClassificationData,
     DataConfig,
     DemoData,
@@ -34,12 +33,13 @@ from albertkit.config.data import (
 from albertkit.config.overrides import apply_overrides
 from albertkit.config.registry import (
     ENTRY_POINT_GROUP,
+    TASK_OF_KIND,
     register_data,
     register_optimizer,
     register_size,
     register_task,
 )
-from albertkit.config.root import PLUGIN_SECTIONS, TrainerConfig
+from albertkit.config.root import EXTENSION_SECTIONS, PLUGIN_SECTIONS, TrainerConfig
 from albertkit.config.sections import (
     AdamWConfig,
     CheckpointConfig,
@@ -61,6 +61,7 @@ from albertkit.errors import ConfigError
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "EXTENSION_SECTIONS",
     "PLUGIN_SECTIONS",
     "TASK_OF_KIND",
     "AdamWConfig",

@@ -1,7 +1,8 @@
 """albertkit's own tasks, data kinds, optimizers and model sizes, registered through the
-same calls a plugin makes (:mod:`albertkit.config.registry`).
+same ``register_*`` calls a plugin makes (:mod:`albertkit.config.registration`).
 
-The task classes are named by path: registering them imports no TensorFlow.
+The task classes and the optimizer builders are named by path: registering them imports no
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from albertkit.config.data import (
     UserClassificationData,
     UserPretrainingData,
 )
-from albertkit.config.registry import register_optimizer, register_size, register_task
-from albertkit.config.sections import AdamWConfig, LambConfig
+from albertkit.config.optimizer import AdamWConfig, LambConfig
+from albertkit.config.registration import register_optimizer, register_size, register_task
 from albertkit.config.sizes import SIZES
 
 
@@ -27,7 +28,7 @@ def register_builtins() -> None:
     register_task("squad", "albertkit.tasks.squad:SquadTask", data=[SquadData])
     register_task("classification", "albertkit.tasks.classification:ClassificationTask",
                   data=[ClassificationData, UserClassificationData])
-    register_optimizer(LambConfig)
-    register_optimizer(AdamWConfig)
+    register_optimizer(LambConfig, build="albertkit.optimizers.from_config:lamb")
+    register_optimizer(AdamWConfig, build="albertkit.optimizers.from_config:adamw")
     for name, fields in SIZES.items():
         register_size(name, fields)

@@ -1,6 +1,6 @@
-"""The data sections of a ``TrainerConfig``: one per built-in data kind (a tagged union on
-``kind``, which plugins extend through :mod:`albertkit.config.registry`), and the task each
-kind trains (``TASK_OF_KIND``, read from the registry).
+"""The data sections of a ``TrainerConfig``: one per built-in data kind, selected by ``kind``
+(plugins register more through :mod:`albertkit.config.registry`, which also says what each
+kind trains: ``TASK_OF_KIND``).
 
 Example:
     >>> SquadData(train_file="train.json", tokenizer="tok").version
@@ -9,14 +9,12 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, model_validator
 
 from albertkit.config.base import Section
-from albertkit.config.registry import TaskOfKind
 
 
 # --------------------------------------------------------------------------- data
@@ -341,8 +339,3 @@ DataConfig = Annotated[
 # The built-in tasks; plugins may register more (`albertkit.config.registry`).
 TaskName = Literal["pretraining", "squad", "classification"]
 """What a config trains (``TrainerConfig.task``): albertkit's own tasks."""
-
-TASK_OF_KIND: Mapping[str, str] = TaskOfKind()
-"""What each data kind (``data.kind``) trains: the one mapping (the config's ``task``, the
-task builder and the report read it here), a read-only view of the registry, so it also
-holds the kinds plugins register."""

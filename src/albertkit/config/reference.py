@@ -8,9 +8,9 @@ loader accepts:
 * :func:`reference_markdown` -- ``docs/configuration.md``, every section and field with its
   type, default and description (``albertkit config reference``).
 
-Plugin sections (``sagemaker:``) are typed by packages above the config; whoever composes
-the full view passes them in as :class:`PluginSection` s, so this module imports none of
-them.
+Extension sections (``sagemaker:``) are typed by packages above the config; whoever
+composes the full view passes them in as :class:`ExtensionSection` s, so this module imports
+none of them.
 
 Example:
     >>> schema = json_schema()
@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from albertkit.config import registry
 from albertkit.config.root import TrainerConfig
 
 SCHEMA_FILE = "albertkit-config.schema.json"
@@ -41,29 +42,30 @@ MODELINE = "# yaml-language-server: $schema="
 GENERATOR = "albertkit config reference --out docs/configuration.md"
 
 
-class PluginSection(NamedTuple):
-    """A top-level section typed by a package above the config (see ``PLUGIN_SECTIONS``)."""
+class ExtensionSection(NamedTuple):
+    """A top-level section typed by a package above the config (see ``EXTENSION_SECTIONS``)."""
 
     name: str
     model: type[BaseModel]
     description: str
 
 
-def composed_model(plugins: Sequence[PluginSection] = ()) -> type[BaseModel]:
-    """``TrainerConfig`` with each plugin section as an optional typed field (for the schema
-    and the reference only: loading keeps plugin sections raw)."""
-    TrainerConfig.sync_registry()  # the plugins' kinds are part of the typed config
-    if not plugins:
+def composed_model(extensions: Sequence[ExtensionSection] = ()) -> type[BaseModel]:
+    """``TrainerConfig`` with each extension section as an optional typed field (a subclass
+    for the schema and the reference only: loading keeps extension sections raw)."""
+    registry.load_plugins()  # the plugins' kinds are part of the typed config
+    if not extensions:
         return TrainerConfig
     fields: dict[str, Any] = {
-        p.name: (p.model | None, Field(None, description=p.description)) for p in plugins}
+        p.name: (p.model | None, Field(None, description=p.description)) for p in extensions}
     return create_model("TrainerConfig", __base__=TrainerConfig, __doc__=TrainerConfig.__doc__,
                         __module__=TrainerConfig.__module__, **fields)
 
 
 # =========================================================================== JSON Schema
-def json_schema(plugins: Sequence[PluginSection] = ()) -> dict[str, Any]:
-    """The JSON Schema (draft-07) of a ``TrainerConfig`` YAML/JSON file, ``plugins`` included.
+def json_schema(extensions: Sequence[ExtensionSection] = ()) -> dict[str, Any]:
+    """The JSON Schema (draft-07) of a ``TrainerConfig`` YAML/JSON file, ``extensions``
+    included.
 
     Pydantic writes draft 2020-12 (``$defs``, keywords beside ``$ref``); the YAML language
     server implements draft-07 and below, so definitions move to ``definitions`` and a
@@ -72,7 +74,7 @@ def json_schema(plugins: Sequence[PluginSection] = ()) -> dict[str, Any]:
     variants, as pydantic requires it: otherwise an editor would accept ``optimizer: {}``,
     which matches both ``lamb`` and ``adamw``.
     """
-    raw = composed_model(plugins).model_json_schema(mode="validation",
+    raw = composed_model(extensions).model_json_schema(mode="validation",
                                                     ref_template="#/definitions/{model}")
     defs = raw.pop("$defs", {})
     for name, variants in _discriminated(raw, defs):
@@ -129,9 +131,9 @@ def _draft07(node: Any) -> Any:
 
 
 # =========================================================================== reference
-def reference_markdown(plugins: Sequence[PluginSection] = ()) -> str:
-    """``docs/configuration.md``: every section and field of ``TrainerConfig`` and ``plugins``."""
-    from albertkit.config.registry import entries
+def reference_markdown(extensions: Sequence[ExtensionSection] = ()) -> str:
+    """``docs/configuration.md``: every section and field of ``TrainerConfig`` and
+    ``extensions``."""
     from albertkit.config.sizes import AlbertSpec
 
     out = [
@@ -142,7 +144,7 @@ def reference_markdown(plugins: Sequence[PluginSection] = ()) -> str:
         "",
         "Every albertkit job is described by one YAML (or JSON) file that loads as "
         "`albertkit.TrainerConfig`. This page is generated from the pydantic models in "
-        "`src/albertkit/config/`" + _plugin_sources(plugins) + ", so it lists "
+        "`src/albertkit/config/`" + _extension_sources(extensions) + ", so it lists "
         "exactly what the loader accepts.",
         "",
         "- Unknown keys are errors that name the key; so are values outside the ranges below.",
@@ -175,8 +177,8 @@ def reference_markdown(plugins: Sequence[PluginSection] = ()) -> str:
     ]
     body: list[str] = []
     toc: list[str] = []
-    _render_model(composed_model(plugins), "", 2, body, toc, title="Top level")
-    sizes = entries("size")
+    _render_model(composed_model(extensions), "", 2, body, toc, title="Top level")
+    sizes = registry.entries("size")
     out += toc + [""] + body
 
     # The size presets: ModelConfig fields left unset take these values.
@@ -196,8 +198,8 @@ def reference_markdown(plugins: Sequence[PluginSection] = ()) -> str:
     return "\n".join(out)
 
 
-def _plugin_sources(plugins: Sequence[PluginSection]) -> str:
-    files = sorted({f"`src/{p.model.__module__.replace('.', '/')}.py`" for p in plugins})
+def _extension_sources(extensions: Sequence[ExtensionSection]) -> str:
+    files = sorted({f"`src/{p.model.__module__.replace('.', '/')}.py`" for p in extensions})
     return f" (and {', '.join(files)})" if files else ""
 
 
@@ -217,9 +219,10 @@ def _render_model(model: type[BaseModel], path: str, level: int, body: list[str]
     fields = model.model_fields
     for name in sorted(fields, key=lambda n: n != "kind"):  # the selector first
         info = fields[name]
-        body.append(f"| `{name}` | {_type(info.annotation, info)} | {_default(info)} | "
+        annotation = _annotation(info)
+        body.append(f"| `{name}` | {_type(annotation, info)} | {_default(info)} | "
                     f"{_cell(info.description or '')} |")
-        sub = _submodels(info.annotation)
+        sub = _submodels(annotation)
         if sub is not None:
             children.append((name, sub))
     body.append("")
@@ -241,6 +244,14 @@ def _render_model(model: type[BaseModel], path: str, level: int, body: list[str]
         for m, k in zip(models, kinds, strict=True):
             _render_model(m, f"{sub_path}", min(level + 2, 6), body, toc,
                           title=f"`{sub_path}` with `kind: {k}`")
+
+
+def _annotation(info: FieldInfo) -> Any:
+    """A field's type; for a section chosen by kind, the union of the registered classes."""
+    for m in info.metadata:
+        if callable(getattr(m, "classes", None)):
+            return typing.Union[tuple(m.classes().values())]  # noqa: UP007 - built at run time
+    return info.annotation
 
 
 def toc_headings(toc: list[str]) -> set[str]:

@@ -3,23 +3,24 @@
 One ``TrainerConfig`` tree describes a whole run. Nothing here reads the environment: the
 command line and the SageMaker entry point do that.
 
-Plugin sections: a config file may also hold a top-level section that belongs to a package
-built on top of training (``sagemaker:``, the SageMaker job settings). The root does not
-know its schema: it accepts the mapping (``--set sagemaker.x=...`` overrides included),
-keeps it raw and hands it out through :meth:`TrainerConfig.plugin_section`; the owning
-package validates it. ``to_dict``/``to_yaml``/``model_dump`` never write plugin sections, so
-they never reach a run directory or an export.
+Extension sections: a config file may also hold a top-level section that belongs to a
+package built on top of training (``sagemaker:``, the SageMaker job settings). The root does
+not know its schema: it accepts the mapping (``--set sagemaker.x=...`` overrides included),
+keeps it raw and hands it out through :meth:`TrainerConfig.extension_section`; the owning
+package validates it, when a command uses it. ``to_dict``/``to_yaml``/``model_dump`` never
+write extension sections, so they never reach a run directory or an export.
 
 Example:
     >>> cfg = TrainerConfig.from_dict({"data": {"kind": "synthetic"},
     ...                                "sagemaker": {"instance_count": 2}})
-    >>> cfg.plugin_section("sagemaker"), "sagemaker" in cfg.to_dict()
+    >>> cfg.extension_section("sagemaker"), "sagemaker" in cfg.to_dict()
     ({'instance_count': 2}, False)
 
 Registered parts: the ``data`` and ``optimizer`` sections accept every kind in the registry
-(:mod:`albertkit.config.registry`). Parsing or describing a config first loads the plugins
-(once) and, when they registered kinds, rebuilds the validator so that they are part of the
-typed config: their errors name their fields and the schema lists them.
+(:mod:`albertkit.config.registry`), validated in two steps (:mod:`albertkit.config.kinds`).
+Parsing a config first loads the plugins (those its ``plugins:`` names, or all), so that
+their kinds are part of the typed config: their errors name their fields and the schema
+lists them.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from __future__ import annotations
 import copy
 import json
 import os
-import typing
+import warnings
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any
 
 import yaml
 from pydantic import (
@@ -38,28 +39,30 @@ from pydantic import (
     ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
 from albertkit.config import registry
 from albertkit.config.base import Section
-from albertkit.config.data import DataConfig
+from albertkit.config.kinds import RegisteredKind, RegisteredSection
+from albertkit.config.optimizer import LambConfig
 from albertkit.config.overrides import apply_overrides
 from albertkit.config.sections import (
     CheckpointConfig,
     DistributedConfig,
-    LambConfig,
     LoggingConfig,
     ModelConfig,
-    OptimizerConfig,
     RuntimeConfig,
 )
 from albertkit.config.validation import invalid_configuration
 from albertkit.fileio import atomic_write_text, load_yaml
 
-PLUGIN_SECTIONS: tuple[str, ...] = ("sagemaker",)
+EXTENSION_SECTIONS: tuple[str, ...] = ("sagemaker",)
 """Top-level config sections owned by packages above the config (they validate them
 themselves)."""
+PLUGIN_SECTIONS = EXTENSION_SECTIONS
+"""Deprecated name of ``EXTENSION_SECTIONS`` (removed in 0.4)."""
 
 # The JSON Schema form of a cross-check below (editors see it too): fine-tuning data without
 # model.load_from (absent or null) must name its tokenizer. The kinds are the registry's at the
@@ -102,9 +105,12 @@ class TrainerConfig(Section):
         ModelConfig(),
         description="Model architecture (size preset + overrides) and starting checkpoint.",
     )
-    data: DataConfig = Field(description="Training/evaluation data; its kind selects the task.")
-    optimizer: OptimizerConfig = Field(
-        LambConfig(), description="Optimizer (lamb or adamw) with its learning-rate schedule."
+    data: Annotated[RegisteredSection, RegisteredKind("data kind")] = Field(
+        description="Training/evaluation data; its kind selects the task.")
+    optimizer: Annotated[RegisteredSection, RegisteredKind("optimizer")] = Field(
+        LambConfig(),
+        description="Optimizer, chosen by its kind (a built-in one or a plugin's), with its "
+        "learning-rate schedule.",
     )
     runtime: RuntimeConfig = Field(
         RuntimeConfig(),
@@ -119,60 +125,32 @@ class TrainerConfig(Section):
     logging: LoggingConfig = Field(
         LoggingConfig(), description="Log cadence, progress bar and TensorBoard."
     )
-    # Plugin sections (see PLUGIN_SECTIONS), raw as read; never written back out.
-    _plugin_sections: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
-    # The fields whose tagged union lists the registry's config classes of a category.
-    _REGISTERED: ClassVar[dict[str, registry.Category]] = {
-        "data": "data kind", "optimizer": "optimizer"}
-
-    # ------------------------------------------------------------------ registered kinds
-    @classmethod
-    def sync_registry(cls) -> None:
-        """Load the plugins (once) and, if the registry holds config classes this model's
-        validator does not know yet, rebuild it with them."""
-        registry.load_plugins()
-        changed = False
-        for name, category in cls._REGISTERED.items():
-            classes = tuple(e.value for e in registry.entries(category).values())
-            info = cls.__pydantic_fields__[name]
-            if typing.get_args(info.annotation) == classes:
-                continue
-            info = copy.copy(info)  # a subclass may share the parent's FieldInfo
-            info.annotation = typing.Union[classes]  # noqa: UP007 - a runtime-built union
-            cls.__pydantic_fields__[name] = info
-            changed = True
-        if changed:
-            cls.model_rebuild(force=True)
-
-    def __init__(self, /, **data: Any) -> None:
-        type(self).sync_registry()
-        super().__init__(**data)
-
-    @classmethod
-    def model_validate(cls, obj: Any, **kwargs: Any) -> TrainerConfig:
-        cls.sync_registry()
-        return super().model_validate(obj, **kwargs)
-
-    @classmethod
-    def model_validate_json(cls, json_data: Any, **kwargs: Any) -> TrainerConfig:
-        cls.sync_registry()
-        return super().model_validate_json(json_data, **kwargs)
-
-    @classmethod
-    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        cls.sync_registry()
-        return super().model_json_schema(*args, **kwargs)
+    plugins: list[str] | None = Field(
+        None,
+        description="The plugins this config may take parts from (entry-point or distribution "
+        "names, as `albertkit plugins` shows them): only these are loaded (null = every "
+        "installed plugin, [] = albertkit's own parts only).",
+    )
+    # Extension sections (see EXTENSION_SECTIONS), raw as read; never written back out.
+    _extension_sections: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="wrap")
     @classmethod
-    def _keep_plugin_sections(cls, raw: Any, handler: ModelWrapValidatorHandler[TrainerConfig]
-                              ) -> TrainerConfig:
-        # A plugin section is set aside before the typed sections are validated (they would
-        # refuse the unknown key) and attached, raw, to the validated config.
-        if not isinstance(raw, dict) or not any(name in raw for name in PLUGIN_SECTIONS):
+    def _load_plugins_and_keep_extensions(
+            cls, raw: Any, handler: ModelWrapValidatorHandler[TrainerConfig]) -> TrainerConfig:
+        if not isinstance(raw, dict):
+            return handler(raw)
+        # The plugins first (those the config names, or all), so that their kinds validate.
+        wanted = raw.get("plugins")
+        if wanted is None or (isinstance(wanted, list)
+                              and all(isinstance(n, str) for n in wanted)):
+            registry.load_plugins(only=wanted)
+        # An extension section is set aside before the typed sections are validated (they
+        # would refuse the unknown key) and attached, raw, to the validated config.
+        if not any(name in raw for name in EXTENSION_SECTIONS):
             return handler(raw)
         sections: dict[str, dict[str, Any]] = {}
-        for name in PLUGIN_SECTIONS:
+        for name in EXTENSION_SECTIONS:
             value = raw.get(name)
             if value is None:
                 continue
@@ -180,17 +158,35 @@ class TrainerConfig(Section):
                 raise ValidationError.from_exception_data(
                     cls.__name__, [{"type": "dict_type", "loc": (name,), "input": value}])
             sections[name] = copy.deepcopy(value)
-        cfg = handler({k: v for k, v in raw.items() if k not in PLUGIN_SECTIONS})
-        cfg._plugin_sections = sections
+        cfg = handler({k: v for k, v in raw.items() if k not in EXTENSION_SECTIONS})
+        cfg._extension_sections = sections
         return cfg
 
-    def plugin_section(self, name: str) -> dict[str, Any] | None:
-        """The raw mapping of plugin section ``name`` (a copy), or None when the config has
-        none. The package that owns the section validates it."""
-        if name not in PLUGIN_SECTIONS:
-            raise KeyError(f"{name!r} is not a plugin section; known: {list(PLUGIN_SECTIONS)}")
-        section = self._plugin_sections.get(name)
+    def extension_section(self, name: str) -> dict[str, Any] | None:
+        """The raw mapping of extension section ``name`` (a copy), or None when the config
+        has none. The package that owns the section validates it."""
+        if name not in EXTENSION_SECTIONS:
+            raise KeyError(f"{name!r} is not an extension section; known: "
+                           f"{list(EXTENSION_SECTIONS)}")
+        section = self._extension_sections.get(name)
         return copy.deepcopy(section) if section is not None else None
+
+    def plugin_section(self, name: str) -> dict[str, Any] | None:
+        """Deprecated name of :meth:`extension_section` (removed in 0.4)."""
+        warnings.warn("TrainerConfig.plugin_section is deprecated and goes away in 0.4: use "
+                      "extension_section", DeprecationWarning, stacklevel=2)
+        return self.extension_section(name)
+
+    @field_validator("plugins")
+    @classmethod
+    def _installed(cls, names: list[str] | None) -> list[str] | None:
+        if names:
+            known = registry.installed_plugin_names()
+            missing = [n for n in names if not registry.plugin_named(n, known)]
+            if missing:
+                raise ValueError(f"{missing} {'is' if len(missing) == 1 else 'are'} not an "
+                                 f"installed albertkit plugin; installed: {sorted(known)}")
+        return names
 
     @model_validator(mode="before")
     @classmethod
@@ -223,21 +219,27 @@ class TrainerConfig(Section):
                 f"optimizer.schedule.warmup_steps={warmup} exceeds "
                 f"runtime.max_steps={self.runtime.max_steps}"
             )
-        if self.runtime.eval_every_steps and self.data.kind == "tfrecord" and not self.data.eval_files:
-            pass  # evaluation then uses nothing; the trainer says so once
         if self.task != "pretraining" and getattr(self.data, "tokenizer", "") is None \
                 and self.model.load_from is None:
             raise ValueError(
                 "data.tokenizer is not set and there is no model.load_from to take it from: "
                 "set data.tokenizer, or start from an export that carries its tokenizer"
             )
+        if self.plugins is not None:
+            for part in registry.plugin_parts(self.data.kind, self.optimizer.kind,
+                                              self.model.size):
+                ep = part.source.entry_point
+                if ep is not None and not registry.plugin_named(
+                        [ep, part.source.distribution or ""], self.plugins):
+                    raise ValueError(f"{part.category} {part.name!r} comes from {part.source}, "
+                                     f"which plugins={self.plugins} does not name")
         return self
 
     # ------------------------------------------------------------------ I/O
     @classmethod
     def from_dict(cls, raw: dict[str, Any], overrides: list[str] | None = None,
                   source: str = "<dict>", values: dict[str, Any] | None = None) -> TrainerConfig:
-        """Validate a raw mapping after ``key.path=value`` overrides (plugin sections too)
+        """Validate a raw mapping after ``key.path=value`` overrides (extension sections too)
         and then the typed ``values`` (``{"run_dir": "runs/x #1"}``, set as given, never
         parsed)."""
         raw = apply_overrides(raw, overrides or [], values)
@@ -257,7 +259,7 @@ class TrainerConfig(Section):
     from_json = from_yaml  # JSON is YAML
 
     def to_dict(self) -> dict[str, Any]:
-        """The typed sections as plain data (plugin sections are not included)."""
+        """The typed sections as plain data (extension sections are not included)."""
         return self.model_dump(mode="json", exclude_none=True)
 
     def to_yaml(self, path: str | os.PathLike | None = None) -> str:

@@ -2,7 +2,7 @@
 sections are :mod:`albertkit.config.data`).
 
 Every section is a pydantic model with ``extra="forbid"`` so a misspelt key is an error that
-names it. Pluggable parts (data, optimizer) are tagged unions with a ``kind`` field. Derived
+names it. Pluggable parts (data, optimizer) are chosen by a ``kind`` field. Derived
 values (accumulation steps, the resolved architecture) are methods, never flags.
 
 Example:
@@ -24,8 +24,19 @@ from pydantic import (
 )
 
 from albertkit.config.base import Section
+from albertkit.config.kinds import SizeName
+
+# The optimizer sections live in albertkit.config.optimizer (below the registry, which
+# registers LAMB and AdamW); they are importable from here too.
+from albertkit.config.optimizer import (  # noqa: F401 - re-exported
+    AdamWConfig,
+    LambConfig,
+    OptimizerConfig,
+    OptimizerSection,
+    ScheduleConfig,
+)
 from albertkit.config.registry import size_fields
-from albertkit.config.sizes import Activation, AlbertSpec, SizeName
+from albertkit.config.sizes import Activation, AlbertSpec
 from albertkit.config.validation import first_error
 from albertkit.errors import ConfigError
 from albertkit.hardware import DeviceKind, XlaPlan, local_device_kind, resolve_xla
@@ -119,120 +130,6 @@ class ModelConfig(Section):
     def _check_spec(self) -> ModelConfig:
         self.spec  # noqa: B018  (raises ConfigError naming the fields)
         return self
-
-
-# --------------------------------------------------------------------------- optimizer
-class ScheduleConfig(Section):
-    """Linear warmup to the peak rate, then polynomial decay to ``end_learning_rate``."""
-
-    warmup_steps: int = Field(
-        0, ge=0, description="Steps of linear warmup from 0 to the peak learning rate."
-    )
-    warmup_fraction: float | None = Field(
-        None, ge=0.0, lt=1.0,
-        description="Warmup as a fraction of runtime.max_steps (overrides warmup_steps when set).",
-    )
-    power: float = Field(
-        1.0, gt=0.0, description="Exponent of the polynomial decay after warmup (1 = linear)."
-    )
-    end_learning_rate: float = Field(
-        0.0, ge=0.0, description="Learning rate reached at runtime.max_steps."
-    )
-
-    def resolved_warmup(self, total_steps: int) -> int:
-        if self.warmup_fraction is not None:
-            return int(round(self.warmup_fraction * total_steps))
-        return self.warmup_steps
-
-
-class _OptimizerBase(Section):
-    """The fields every optimizer section has (the trainer reads ``clip_norm`` and
-    ``schedule``); a plugin's optimizer config subclasses it as ``OptimizerSection``."""
-
-    learning_rate: float = Field(
-        1e-3, gt=0.0, description="Peak learning rate (reached after warmup)."
-    )
-    beta_1: float = Field(
-        0.9, gt=0.0, lt=1.0, description="Decay rate of the first-moment estimate."
-    )
-    beta_2: float = Field(
-        0.999, gt=0.0, lt=1.0, description="Decay rate of the second-moment estimate."
-    )
-    epsilon: float = Field(
-        1e-6, gt=0.0, description="Added to the denominator for numerical stability (ALBERT: 1e-6)."
-    )
-    weight_decay: float = Field(
-        0.01, ge=0.0,
-        description="Weight decay rate (ALBERT: 0.01); not applied to excluded variables.",
-    )
-    exclude_from_weight_decay: list[str] = Field(
-        ["layer_norm", "LayerNorm", "bias"],
-        description="Variables whose name contains one of these strings get no weight decay.",
-    )
-    clip_norm: float | None = Field(
-        1.0, gt=0.0,
-        description="Clip gradients to this global norm before the update (None = no clipping).",
-    )
-    schedule: ScheduleConfig = Field(
-        ScheduleConfig(),
-        description="Learning-rate schedule: linear warmup, then polynomial decay.",
-    )
-
-
-class LambConfig(_OptimizerBase):
-    """LAMB (You et al. 2020) with ALBERT semantics: decay inside the trust ratio."""
-
-    kind: Literal["lamb"] = Field("lamb", description="Selects LAMB.")
-    learning_rate: float = Field(
-        0.00176, gt=0.0,
-        description="Peak learning rate (reference recipe: 0.00176 at global batch 4096).",
-    )
-    exclude_from_layer_adaptation: list[str] | None = Field(
-        None,
-        description="Variables without the layer-wise trust ratio (None = as for weight decay).",
-    )
-
-    def build(self, total_steps: int):
-        from albertkit.optimizers.lamb import Lamb
-        from albertkit.optimizers.schedules import WarmupPolynomialDecay
-
-        return Lamb(
-            learning_rate=WarmupPolynomialDecay.from_config_section(self, total_steps),
-            beta_1=self.beta_1,
-            beta_2=self.beta_2,
-            epsilon=self.epsilon,
-            weight_decay_rate=self.weight_decay,
-            exclude_from_weight_decay=self.exclude_from_weight_decay,
-            exclude_from_layer_adaptation=self.exclude_from_layer_adaptation,
-        )
-
-
-class AdamWConfig(_OptimizerBase):
-    """AdamW (Loshchilov & Hutter) as in BERT/ALBERT: decay excluded for LayerNorm and bias."""
-
-    kind: Literal["adamw"] = Field("adamw", description="Selects AdamW.")
-
-    def build(self, total_steps: int):
-        from albertkit.optimizers.adamw import AdamW
-        from albertkit.optimizers.schedules import WarmupPolynomialDecay
-
-        return AdamW(
-            learning_rate=WarmupPolynomialDecay.from_config_section(self, total_steps),
-            beta_1=self.beta_1,
-            beta_2=self.beta_2,
-            epsilon=self.epsilon,
-            weight_decay_rate=self.weight_decay,
-            exclude_from_weight_decay=self.exclude_from_weight_decay,
-        )
-
-
-# The base a plugin's optimizer config builds on (with a ``kind`` literal and ``build()``).
-OptimizerSection = _OptimizerBase
-"""The base class of an optimizer section: a plugin's optimizer config subclasses it (a
-``kind`` literal, ``build()``, and the ``clip_norm`` and ``schedule`` fields the trainer reads)."""
-# The built-in kinds (the type checkers' view); a config accepts every registered optimizer.
-OptimizerConfig = Annotated[LambConfig | AdamWConfig, Field(discriminator="kind")]
-"""The ``optimizer`` section: LAMB or AdamW, chosen by its ``kind`` field."""
 
 
 # --------------------------------------------------------------------------- runtime

@@ -4,15 +4,14 @@ Field names follow Hugging Face's ``AlbertConfig`` so that import/export is a re
 copy. ``SIZES`` holds albertkit's own presets, a plain dict: the ALBERT paper's
 base/large/xlarge/xxlarge (Lan et al. 2020, table 1) and a ``tiny`` size for tests and the
 CPU demo. They reach configs through the size registry (:mod:`albertkit.config.registry`),
-where plugins add theirs; ``SizeName`` accepts any registered size.
+where plugins add theirs (``albertkit.config.kinds.SizeName`` accepts any registered size).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, model_validator
-from pydantic_core import core_schema
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Activation = Literal["gelu", "gelu_new", "gelu_fast", "relu", "silu", "swish", "tanh", "mish"]
 
@@ -105,32 +104,3 @@ SIZES: dict[str, dict[str, object]] = {
         intermediate_size=16384,
     ),
 }
-
-class RegisteredSize:
-    """Pydantic marker of a string that must name a registered size; its JSON Schema lists
-    the sizes registered when the schema is made."""
-
-    @staticmethod
-    def choices() -> list[str]:
-        from albertkit.config.registry import size_names
-
-        return size_names()
-
-    def _check(self, value: str) -> str:
-        from albertkit.config.registry import PLUGIN_HINT
-
-        known = self.choices()
-        if value not in known:
-            listed = ", ".join(repr(n) for n in known[:-1]) + f" or {known[-1]!r}"
-            raise ValueError(f"Input should be {listed}; {PLUGIN_HINT}")
-        return value
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler
-                                     ) -> core_schema.CoreSchema:
-        return core_schema.no_info_after_validator_function(self._check, handler(source))
-
-    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
-        return {"enum": self.choices(), "type": "string"}
-
-
-SizeName = Annotated[str, RegisteredSize()]

@@ -20,38 +20,25 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from albertkit.config.registry import PLUGIN_HINT, union_tags
 from albertkit.errors import ConfigError
 
 
-def _location(err: dict[str, Any], prefix: str, tags: set[str]) -> str:
-    # pydantic inserts the tagged unions' kinds into error locations
-    # (``data.synthetic.seq_length``); users wrote ``data.seq_length``. The element after
-    # a kind is a field, even when named like one (``data.rows.rows``).
+def _location(err: dict[str, Any], prefix: str) -> str:
     parts = [prefix] if prefix else []
-    after_tag = False
-    for p in map(str, err["loc"]):
-        if p in tags and not after_tag:
-            after_tag = True
-            continue
-        parts.append(p)
-        after_tag = False
+    parts += map(str, err["loc"])
     return ".".join(parts) or "<root>"
 
 
 def format_validation_errors(e: ValidationError, prefix: str = "") -> str:
     """Every problem of ``e`` as an indented ``field.path: message (got value)`` line."""
-    tags = union_tags()
     lines = []
     for err in e.errors():
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "union_tag_not_found":  # a section of a tagged union without kind
             msg = f"missing {err['ctx']['discriminator']}, which selects the section's type"
-        elif err["type"] == "union_tag_invalid":  # a kind nobody registered
-            msg = f"{msg}; {PLUGIN_HINT}"
         got = err.get("input")
         shown = "" if isinstance(got, dict) else f" (got {got!r})"
-        lines.append(f"  {_location(err, prefix, tags)}: {msg}{shown}")
+        lines.append(f"  {_location(err, prefix)}: {msg}{shown}")
     return "\n".join(lines)
 
 

@@ -7,7 +7,7 @@ Lamb``. Each is imported on first use (they import Keras and TensorFlow).
 * :mod:`albertkit.optimizers.adamw` -- AdamW with BERT's weight decay (fine-tuning);
 * :mod:`albertkit.optimizers.schedules` -- linear warmup, then polynomial decay.
 
-The config's optimizer section builds them (:mod:`albertkit.config.sections`).
+The config's optimizer section builds them through :mod:`albertkit.optimizers.from_config`.
 """
 
 from __future__ import annotations

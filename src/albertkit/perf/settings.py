@@ -10,8 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from albertkit.config.kinds import SizeName
 from albertkit.config.registry import size_fields
-from albertkit.config.sizes import AlbertSpec, SizeName
+from albertkit.config.sizes import AlbertSpec
 from albertkit.errors import BenchmarkError
 from albertkit.models.footprint import default_predictions
 

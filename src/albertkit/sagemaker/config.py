@@ -393,7 +393,7 @@ class SageMakerConfig(Section):
         The config root keeps the section raw (it does not know this schema); this is where
         it is checked. Raises ``ConfigError`` naming each bad field (``sagemaker.<field>``).
         """
-        raw = cfg.plugin_section(SECTION)
+        raw = cfg.extension_section(SECTION)
         if raw is None:
             return None
         try:

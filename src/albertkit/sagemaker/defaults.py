@@ -85,7 +85,7 @@ def resolve_sagemaker_config(
     """
     merged = {
         **dict(env_defaults or {}),
-        **(config.plugin_section(SECTION) or {}),
+        **(config.extension_section(SECTION) or {}),
         **dict(overrides or {}),
     }
     if merged.get("distribution") is None and config.distributed.backend != "single":
@@ -110,7 +110,7 @@ def load_launch_config(
     resolved by :func:`resolve_sagemaker_config` (environment defaults filled in), as
     ``albertkit launch`` sees it."""
     cfg = TrainerConfig.from_yaml(path, overrides)
-    if cfg.plugin_section(SECTION) is None and not env_defaults:
+    if cfg.extension_section(SECTION) is None and not env_defaults:
         return cfg
     try:
         sm = resolve_sagemaker_config(cfg, env_defaults=env_defaults)
