@@ -65,7 +65,7 @@ def stage(args: argparse.Namespace) -> int:
 
     from albertkit.config import TrainerConfig
     from albertkit.config.registry import entries
-    from albertkit.sagemaker.plugins import (
+    from albertkit.sagemaker.shipping import (
         build_dependency_wheels,
         build_wheels,
         distribution_key,

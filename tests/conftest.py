@@ -132,8 +132,9 @@ def builtins_only_registry():
     registry.load_plugins()
     saved = copy.copy(vars(reg))
     saved["tables"] = {k: dict(v) for k, v in reg.tables.items()}
+    saved["loaded"], saved["broken"] = set(reg.loaded), dict(reg.broken)
     reg.tables = {k: {n: e for n, e in v.items() if e.source.builtin}
                   for k, v in saved["tables"].items()}
-    reg.loaded, reg.broken = set(), {}
+    reg.broken = {}
     yield reg
     vars(reg).update(saved)

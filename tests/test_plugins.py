@@ -187,47 +187,70 @@ def register():
 '''
 
 
-def test_a_kind_a_built_in_owns_is_refused_and_nothing_is_half_registered(fresh_registry):
+def broken_reason(caplog, ep_name: str) -> str:
+    """The one reason ``registry.broken_plugins()`` gives for ``ep_name``, checked to be the
+    warning that was logged when the plugin was skipped."""
+    [broken] = [b for b in registry.broken_plugins() if b.entry_point == ep_name]
+    assert "\n" not in broken.reason
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"{broken.reason} (plugin skipped)"]
+    return broken.reason
+
+
+def test_a_kind_a_built_in_owns_is_refused_and_nothing_is_half_registered(fresh_registry,
+                                                                          caplog):
     make_distribution(fresh_registry, "albertkit-dup", "fakeplug_dup", DUPLICATE, version="0.3")
-    with pytest.raises(PluginError) as e:
-        TrainerConfig.from_dict(config())
-    assert str(e.value) == ("data kind 'squad' is registered twice: by albertkit (built-in) and "
-                            "by plugin 'fakeplug_dup' (albertkit-dup 0.3)")
+    TrainerConfig.from_dict(config())  # uses none of its parts: runs, the plugin skipped
+    assert broken_reason(caplog, "fakeplug_dup") == (
+        "data kind 'squad' is registered twice: by albertkit (built-in) and by plugin "
+        "'fakeplug_dup' (albertkit-dup 0.3)")
     assert "half" not in registry.size_names() and "my_squad" not in registry.entries("task")
+    # a config naming a part it had claimed stops in one line with the plugin's reason
+    with pytest.raises(ConfigError) as e:
+        TrainerConfig.from_dict(config(model={"size": "half"}))
+    assert "\n" not in str(e.value) and str(e.value).endswith(
+        "it belongs to a plugin that failed to load: data kind 'squad' is registered twice: by "
+        "albertkit (built-in) and by plugin 'fakeplug_dup' (albertkit-dup 0.3) (got 'half')")
 
 
-def test_two_plugins_claiming_one_kind_name_both(fresh_registry):
+def test_two_plugins_claiming_one_kind_name_both(fresh_registry, caplog):
     make_distribution(fresh_registry, "albertkit-fakeplug", "fakeplug_a", PLUGIN)
     make_distribution(fresh_registry, "other-rows", "fakeplug_b", PLUGIN, version="2.1")
-    with pytest.raises(PluginError) as e:
-        TrainerConfig.from_dict(config())
-    assert str(e.value) == ("task 'rows_task' is registered twice: by plugin 'fakeplug_a' "
-                            "(albertkit-fakeplug 1.0) and by plugin 'fakeplug_b' (other-rows 2.1)")
-    # the first plugin is whole, the second left nothing behind
+    cfg = TrainerConfig.from_dict(config(data={"kind": "rows", "rows": 3}))
+    assert broken_reason(caplog, "fakeplug_b") == (
+        "task 'rows_task' is registered twice: by plugin 'fakeplug_a' (albertkit-fakeplug 1.0) "
+        "and by plugin 'fakeplug_b' (other-rows 2.1)")
+    # the first plugin is whole and serves the config, the second left nothing behind
+    assert cfg.task == "rows_task"
     assert registry.entries("data kind")["rows"].source.distribution == "albertkit-fakeplug"
     assert registry.entries("optimizer")["sgd"].value.__module__ == "fakeplug_a"
 
 
-def test_a_plugin_that_fails_to_import_is_named_with_its_distribution(fresh_registry):
+def test_a_plugin_that_fails_to_import_is_named_with_its_distribution(fresh_registry, caplog):
     make_distribution(fresh_registry, "albertkit-broken", "fakeplug_broken",
                       "import numpy_that_is_not_there\n", version="0.9")
-    with pytest.raises(PluginError) as e:
-        TrainerConfig.from_dict(config())
-    assert str(e.value) == (
-        "albertkit plugin 'fakeplug_broken' of albertkit-broken 0.9 failed to import "
-        "(fakeplug_broken:register): ModuleNotFoundError: No module named "
-        "'numpy_that_is_not_there'")
-    with pytest.raises(PluginError, match="fakeplug_broken"):  # tried again, still named
-        TrainerConfig.model_validate(config())
+    TrainerConfig.from_dict(config())
+    reason = ("albertkit plugin 'fakeplug_broken' of albertkit-broken 0.9 failed to import "
+              "(fakeplug_broken:register): ModuleNotFoundError: No module named "
+              "'numpy_that_is_not_there'")
+    assert broken_reason(caplog, "fakeplug_broken") == reason
+    TrainerConfig.model_validate(config())  # tried once: no second warning
+    assert len(caplog.records) == 1
+    # which kinds it would own is unknown: a config naming an unknown kind names it
+    with pytest.raises(ConfigError) as e:
+        TrainerConfig.from_dict(config(data={"kind": "rows"}))
+    assert "\n" not in str(e.value) and str(e.value).endswith(
+        f"{registry.PLUGIN_HINT}; plugins that failed to load: {reason}")
 
 
-def test_a_plugin_whose_registration_fails_registers_nothing(fresh_registry):
+def test_a_plugin_whose_registration_fails_registers_nothing(fresh_registry, caplog):
     code = PLUGIN.replace("def register():", "def register():\n    register_size('early', {})\n"
                           "    raise RuntimeError('no GPU\\nhere')\n\ndef _unused():")
     make_distribution(fresh_registry, "albertkit-fails", "fakeplug_fails", code)
-    with pytest.raises(PluginError, match=r"^plugin 'fakeplug_fails' \(albertkit-fails 1\.0\): "
-                                          r"registration failed: RuntimeError: no GPU here$"):
-        TrainerConfig.from_dict(config())
+    TrainerConfig.from_dict(config())
+    assert broken_reason(caplog, "fakeplug_fails") == (
+        "plugin 'fakeplug_fails' (albertkit-fails 1.0): registration failed: RuntimeError: "
+        "no GPU here")
     assert "early" not in registry.size_names()
 
 
@@ -237,19 +260,125 @@ def test_a_plugin_whose_registration_fails_registers_nothing(fresh_registry):
     ("register_optimizer(int)", "optimizer config <class 'int'> is not a pydantic model class"),
     ("register_task('a b', 'x:Y')", "task name 'a b' is not an identifier"),
     ("register_task('t', 'no_colon')", "task 't': 'no_colon' is not a 'module:Class' path"),
+    ("register_optimizer(type('C', (OptimizerSection,), {'__annotations__': {'kind': "
+     "Literal['c']}, 'kind': 'c'}))",
+     "optimizer 'c': C has no build(total_steps) and no build='module:function' names what "
+     "builds it"),
 ])
-def test_invalid_registrations_are_refused(fresh_registry, call, message):
-    code = f"from albertkit.config.registry import *\n\ndef register():\n    {call}\n"
+def test_invalid_registrations_are_refused(fresh_registry, caplog, call, message):
+    code = ("from typing import Literal\n\nfrom albertkit.config.registry import *\n"
+            "from albertkit.config import OptimizerSection\n\n"
+            f"def register():\n    {call}\n")
     make_distribution(fresh_registry, "albertkit-bad", "fakeplug_bad", code)
-    with pytest.raises(PluginError) as e:
-        TrainerConfig.from_dict(config())
-    assert str(e.value) == f"plugin 'fakeplug_bad' (albertkit-bad 1.0): {message}"
+    TrainerConfig.from_dict(config())
+    assert broken_reason(caplog, "fakeplug_bad") == \
+        f"plugin 'fakeplug_bad' (albertkit-bad 1.0): {message}"
 
 
-def test_an_entry_point_must_name_a_function(fresh_registry):
+def test_an_entry_point_must_name_a_function(fresh_registry, caplog):
     make_distribution(fresh_registry, "albertkit-notfn", "fakeplug_notfn", "register = 3\n")
-    with pytest.raises(PluginError, match=r"fakeplug_notfn:register is not a function"):
-        TrainerConfig.from_dict(config())
+    TrainerConfig.from_dict(config())
+    assert "fakeplug_notfn:register is not a function" in broken_reason(caplog, "fakeplug_notfn")
+
+
+# --------------------------------------------------------------------------- choosing plugins
+def test_the_plugins_a_process_and_a_config_load(fresh_registry, monkeypatch, capsys):
+    from albertkit.cli import main
+
+    make_distribution(fresh_registry, "albertkit-fakeplug", "fakeplug_ok", PLUGIN)
+    make_distribution(fresh_registry, "albertkit-broken", "fakeplug_broken",
+                      "import numpy_that_is_not_there\n", version="0.9")
+    # ALBERTKIT_PLUGINS (read by the command line) leaves the broken one out: never imported
+    monkeypatch.setenv("ALBERTKIT_PLUGINS", "albertkit_fakeplug")
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert any(ln.split()[:2] == ["data", "kind"] and "rows" in ln for ln in out)
+    [left_out] = [ln for ln in out if ln.split()[:3] == ["left", "out", "fakeplug_broken"]]
+    assert left_out.endswith("plugin 'fakeplug_broken' (albertkit-broken 0.9): not in "
+                             "ALBERTKIT_PLUGINS")
+    assert registry.broken_plugins() == [] and "fakeplug_broken" not in sys.modules
+    monkeypatch.delenv("ALBERTKIT_PLUGINS")
+    registry.limit_plugins(None)
+    # a config's plugins: loads only the plugins it names, by entry point or distribution
+    cfg = TrainerConfig.from_dict(config(data={"kind": "rows", "rows": 1},
+                                         plugins=["Albertkit-FakePlug"]))
+    assert cfg.plugins == ["Albertkit-FakePlug"] and cfg.to_dict()["plugins"] == cfg.plugins
+    assert registry.broken_plugins() == []
+    with pytest.raises(ConfigError, match=r"<root>: data kind 'rows' comes from plugin "
+                                          r"'fakeplug_ok' \(albertkit-fakeplug 1\.0\), which "
+                                          r"plugins=\[\] does not name$"):
+        TrainerConfig.from_dict(config(data={"kind": "rows", "rows": 1}, plugins=[]))
+    with pytest.raises(ConfigError, match=r"plugins: \['nope'\] is not an installed albertkit "
+                                          r"plugin; installed: \['albertkit-broken', "):
+        TrainerConfig.from_dict(config(plugins=["nope"]))
+    assert registry.broken_plugins() == []
+    # without a choice, every plugin loads: the broken one is listed with its reason
+    assert main(["plugins"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].split()[:2] == ["broken", "fakeplug_broken"]
+    assert out[-1].endswith("failed to import (fakeplug_broken:register): ModuleNotFoundError: "
+                            "No module named 'numpy_that_is_not_there'")
+
+
+@pytest.mark.slow
+def test_a_broken_plugin_beside_a_working_one(fresh_registry, tmp_path, capsys):
+    """The acceptance case: the working plugin's config trains from the command line, and
+    `albertkit plugins` shows the broken one with its one-line reason."""
+    from albertkit.cli import main
+
+    make_distribution(fresh_registry, "albertkit-fakeplug", "fakeplug_ok", PLUGIN)
+    make_distribution(fresh_registry, "albertkit-broken", "fakeplug_broken",
+                      "import numpy_that_is_not_there\n", version="0.9")
+    path = tmp_path / "mini.yaml"
+    path.write_text(
+        "model: {size: mini}\n"  # the working plugin's size
+        "data: {kind: synthetic, seq_length: 32, max_predictions_per_seq: 4, num_examples: 8}\n"
+        "runtime: {micro_batch_size: 4, global_batch_size: 4, max_steps: 2, eval_every_steps: 0}\n"
+        f"run_dir: {tmp_path / 'run'}\n"
+        "logging: {progress_bar: false, tensorboard: false}\n")
+    assert main(["pretrain", "--config", str(path)]) == 0
+    assert (tmp_path / "run" / "summary.json").is_file()
+    assert main(["plugins"]) == 1
+    broken = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("broken")]
+    assert len(broken) == 1 and broken[0].split()[1] == "fakeplug_broken"
+    assert broken[0].endswith("ModuleNotFoundError: No module named 'numpy_that_is_not_there'")
+
+
+# --------------------------------------------------------------------------- optimizers
+BUILDER = '''
+from typing import Literal
+
+from pydantic import Field
+
+from albertkit.config import OptimizerSection
+from albertkit.config.registry import register_optimizer
+
+
+class PlainSgd(OptimizerSection):
+    """SGD: no moment estimates, so no beta_1/beta_2/epsilon."""
+
+    kind: Literal["plain_sgd"] = Field("plain_sgd", description="Selects plain SGD.")
+
+
+def build(config, total_steps):
+    return ("built", config.kind, config.learning_rate, total_steps)
+
+
+def register():
+    register_optimizer(PlainSgd, build="{module}:build")
+'''
+
+
+def test_an_optimizer_carries_its_own_fields_and_names_its_builder(fresh_registry):
+    make_distribution(fresh_registry, "albertkit-sgd", "fakeplug_sgd", BUILDER)
+    cfg = TrainerConfig.from_dict(config(optimizer={"kind": "plain_sgd", "learning_rate": 0.5}))
+    assert cfg.optimizer.build(total_steps=7) == ("built", "plain_sgd", 0.5, 7)
+    assert not {"beta_1", "beta_2", "epsilon"} & set(type(cfg.optimizer).model_fields)
+    with pytest.raises(ConfigError, match=r"optimizer\.beta_1: Extra inputs are not permitted"):
+        TrainerConfig.from_dict(config(optimizer={"kind": "plain_sgd", "beta_1": 0.9}))
+    # LAMB and AdamW keep theirs, and name their builders by path
+    assert {"beta_1", "beta_2", "epsilon"} <= set(registry.optimizer_kinds()["adamw"].model_fields)
+    assert registry.entries("optimizer")["lamb"].builder == "albertkit.optimizers.from_config:lamb"
 
 
 # --------------------------------------------------------------------------- SageMaker

@@ -23,7 +23,7 @@ moto = pytest.importorskip("moto")
 import test_sagemaker_plugins as smplugins  # noqa: E402
 from albertkit.config import ConfigError, TrainerConfig  # noqa: E402
 from albertkit.sagemaker import submit as smsubmit  # noqa: E402
-from albertkit.sagemaker.plugins import PLUGIN_WHEEL_DIR  # noqa: E402
+from albertkit.sagemaker.shipping import PLUGIN_WHEEL_DIR  # noqa: E402
 from conftest import refuse_network  # noqa: E402
 from test_sagemaker_plugins import DIST, MODULE, SRC, WHEEL, rows_config  # noqa: E402
 

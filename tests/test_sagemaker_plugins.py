@@ -21,7 +21,7 @@ import test_plugins
 from albertkit.cli import main as cli_main
 from albertkit.config import ConfigError, TrainerConfig, registry
 from albertkit.errors import PluginError
-from albertkit.sagemaker.plugins import (
+from albertkit.sagemaker.shipping import (
     PLUGIN_WHEEL_DIR,
     albertkit_requirements,
     build_dependency_wheels,

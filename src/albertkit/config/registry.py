@@ -65,7 +65,7 @@ from albertkit.errors import PluginError
 __all__ = [
     "BUILTIN", "CATEGORIES", "DIRECT", "ENTRY_POINT_GROUP", "PLUGIN_HINT", "BrokenPlugin",
     "Category", "Entry", "Source", "TASK_OF_KIND", "TaskOfKind", "broken_plugins",
-    "data_kinds", "entries", "installed_plugin_names", "limit_plugins", "load_plugins", "missing_hint",
+    "data_kinds", "entries", "installed_plugin_names", "left_out_plugins", "limit_plugins", "load_plugins", "missing_hint",
     "optimizer_kinds", "plugin_named", "plugin_names", "plugin_parts", "register_data", "register_optimizer",
     "register_size", "register_task", "run_registration", "size_fields", "size_names",
     "task_builder", "task_of_kind",
@@ -122,8 +122,10 @@ def plugin_names(text: str | None) -> list[str] | None:
 def limit_plugins(names: Iterable[str] | None) -> None:
     """Let this process load only the plugins ``names`` lists (entry-point or distribution
     names; None: every installed plugin). The edges call it (``ALBERTKIT_PLUGINS``)."""
-    _REGISTRY.allowed = None if names is None else frozenset(_normal(n) for n in names)
-    _REGISTRY.plugins_done = False
+    allowed = None if names is None else frozenset(_normal(n) for n in names)
+    if allowed != _REGISTRY.allowed:
+        _REGISTRY.allowed = allowed
+        _REGISTRY.plugins_done = False
 
 
 def _picked(ep_name: str, dist: str, names: Collection[str] | None) -> bool:
@@ -193,6 +195,13 @@ def _load(ep: Any, dist: str, version: str) -> None:
         log.warning("%s (plugin skipped)", report.reason)
         return
     _REGISTRY.loaded.add((dist, ep.name))
+
+
+def left_out_plugins() -> list[tuple[str, str, str]]:
+    """(entry point, distribution, version) of the installed plugins this process may not
+    load (:func:`limit_plugins`)."""
+    return [(ep.name, dist, version) for ep, dist, version in installed_plugins()
+            if not _picked(ep.name, dist, _REGISTRY.allowed)]
 
 
 def broken_plugins() -> list[BrokenPlugin]:

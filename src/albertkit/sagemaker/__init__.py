@@ -8,7 +8,7 @@ is submitted or followed.
   ``sagemaker:`` config section and its defaults from the environment;
 * :mod:`albertkit.sagemaker.plan` -- the job as a pure, checked CreateTrainingJob request;
 * :mod:`albertkit.sagemaker.submit` -- submitting it and following the job;
-* :mod:`albertkit.sagemaker.plugins` -- the plugins a job ships (``sagemaker.plugins``, built
+* :mod:`albertkit.sagemaker.shipping` -- the plugins a job ships (``sagemaker.plugins``, built
   into wheels, installed in the container) or finds in its image, and the refusal of a job
   that would have neither;
 * :mod:`albertkit.sagemaker.entry_script` / :mod:`~albertkit.sagemaker.entrypoint` /

@@ -7,7 +7,7 @@ once per host, or under ``mpirun`` once per GPU for Horovod. This module then:
    ``SM_CHANNEL_*``, ``SM_MODEL_DIR``, ``SM_OUTPUT_DATA_DIR``, the hyperparameters from
    ``/opt/ml/input/config/hyperparameters.json`` / ``SM_HPS`` / the command line);
 2. installs the plugin wheels shipped with the job (``sagemaker.plugins``,
-   :mod:`albertkit.sagemaker.plugins`), so that the config's plugin parts are found when it
+   :mod:`albertkit.sagemaker.shipping`), so that the config's plugin parts are found when it
    is first parsed; loads the shipped config JSON, applies the dotted hyperparameter
    overrides, rewrites the data paths to the channel directories and sets ``run_dir`` to the
    checkpoint directory
@@ -66,6 +66,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from albertkit.config import ConfigError, TrainerConfig, apply_overrides
+from albertkit.config.registry import limit_plugins, plugin_names
 from albertkit.distributed.cluster import launcher_cluster
 from albertkit.errors import GpuDriverError
 from albertkit.fileio import read_json
@@ -73,7 +74,7 @@ from albertkit.sagemaker.cluster import SageMakerCluster, read_sagemaker_cluster
 from albertkit.sagemaker.config import CONFIG_HYPERPARAMETER, MULTIWORKER_PORT, SageMakerConfig
 from albertkit.sagemaker.gpu_driver import check_driver
 from albertkit.sagemaker.plan import CONFIG_FILE, path_under
-from albertkit.sagemaker.plugins import install_shipped_plugins
+from albertkit.sagemaker.shipping import install_shipped_plugins
 from albertkit.sagemaker.wire import config_path, hyperparameter_text
 
 log = logging.getLogger("albertkit")
@@ -365,6 +366,8 @@ def main(
         if installed is not None and environ is os.environ:  # for processes this one starts
             before = [p for p in [os.environ.get("PYTHONPATH")] if p]
             os.environ["PYTHONPATH"] = os.pathsep.join([str(installed), *before])
+        # the plugins this job may load (ALBERTKIT_PLUGINS=name,...; all when unset)
+        limit_plugins(plugin_names(environ.get("ALBERTKIT_PLUGINS")))
         # before the data, the model or TensorFlow: an NVIDIA driver too old for the CUDA code
         # this job loads fails here in one line, not at its first kernel launch (only the
         # horovod backend loads Horovod's kernels, whose CUDA may need a newer driver)

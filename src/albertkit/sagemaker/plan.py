@@ -242,7 +242,7 @@ def check_job(trainer_config: TrainerConfig, sm: SageMakerConfig) -> None:
             "(albertkit prepare-data, or a TSV for classification) and use a data kind that "
             "reads files")
     # the container parses the config too: every plugin part must travel or be in the image
-    from albertkit.sagemaker.plugins import plugin_problems  # on use: not for --help
+    from albertkit.sagemaker.shipping import plugin_problems  # on use: not for --help
 
     problems += plugin_problems(effective, sm)
     if problems:
@@ -489,7 +489,7 @@ class JobPlan:
                 dirs_exist_ok=True,
             )
         if self.sagemaker_config.plugins:  # installed by the entry point before it parses
-            from albertkit.sagemaker.plugins import (
+            from albertkit.sagemaker.shipping import (
                 PLUGIN_WHEEL_DIR,
                 build_dependency_wheels,
                 build_wheels,
