@@ -9,7 +9,7 @@ A category is one row of :data:`CATEGORIES`: a new kind of pluggable part is a n
 its ``register_*`` function and a reader in :mod:`albertkit.config.registry`.
 
 Example:
-    >>> entries = collect(lambda: register_size("small", {"hidden_size": 256}), DIRECT)
+    >>> entries = collect(lambda: register_size("small", {"hidden_size": 384}), DIRECT)
     >>> [(e.category, e.name) for e in entries]
     [('size', 'small')]
 """

@@ -75,12 +75,15 @@ class BioTaggingData(BaseModel):
 class LionConfig(OptimizerSection):
     """Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms"): the sign of
     an interpolated momentum, with decoupled weight decay; albertkit's warmup + polynomial
-    decay schedule. ``epsilon`` is unused (Lion divides by nothing)."""
+    decay schedule. Its fields are its own: two betas, no epsilon (Lion divides by nothing)."""
 
     kind: Literal["lion"] = Field("lion", description="Selects Lion (albertkit-tagging).")
     learning_rate: float = Field(
         1e-4, gt=0.0,
         description="Peak learning rate (Lion's are 3-10x smaller than AdamW's).")
+    beta_1: float = Field(
+        0.9, gt=0.0, lt=1.0,
+        description="Interpolation between the momentum and the gradient in each update.")
     beta_2: float = Field(
         0.99, gt=0.0, lt=1.0, description="Decay rate of the momentum Lion keeps.")
     weight_decay: float = Field(
