@@ -1,7 +1,7 @@
 """``albertkit config schema|show|reference``: the JSON Schema, the resolved view, the reference.
 
 The config package generates the schema and the reference from its models; the ``sagemaker:``
-plugin section is composed in here, from the SageMaker package that owns its schema (the
+extension section is composed in here, from the SageMaker package that owns its schema (the
 config package never imports it).
 """
 

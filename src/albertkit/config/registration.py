@@ -124,7 +124,7 @@ def register_optimizer(config: type[BaseModel], *, build: str | None = None) -> 
     if not {"clip_norm", "schedule"} <= set(config.model_fields):
         raise PluginError(f"optimizer {kind!r}: {config.__qualname__} lacks the clip_norm and "
                           "schedule fields the trainer reads (subclass "
-                          "albertkit.config.sections.OptimizerSection)")
+                          "albertkit.config.OptimizerSection)")
     _submit([Entry("optimizer", kind, config, builder=build)])
 
 

@@ -34,7 +34,6 @@ Example:
 from __future__ import annotations
 
 import importlib
-import logging
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -75,9 +74,6 @@ ENTRY_POINT_GROUP = "albertkit.plugins"
 """The entry-point group albertkit loads plugins from: each entry point names a function
 without arguments that makes ``register_*`` calls."""
 PLUGIN_HINT = "a plugin may be missing: pip install it or check `albertkit plugins`"
-
-log = logging.getLogger(__name__)
-
 
 @dataclass(frozen=True)
 class BrokenPlugin:
@@ -192,7 +188,9 @@ def _load(ep: Any, dist: str, version: str) -> None:
         report = BrokenPlugin(ep.name, dist, version, str(e),
                               tuple((p.category, p.name) for p in claimed))
         _REGISTRY.broken[(dist, ep.name)] = report
-        log.warning("%s (plugin skipped)", report.reason)
+        import logging  # here, not at import: `import albertkit` stays lean
+
+        logging.getLogger(__name__).warning("%s (plugin skipped)", report.reason)
         return
     _REGISTRY.loaded.add((dist, ep.name))
 

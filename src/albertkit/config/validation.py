@@ -1,6 +1,6 @@
 """Pydantic validation errors as messages that name the field, one line per problem.
 
-Used for the config root and for plugin sections validated elsewhere (``prefix`` puts the
+Used for the config root and for extension sections validated elsewhere (``prefix`` puts the
 section's name in front of every field: ``sagemaker.instance_count``).
 
 Example:

@@ -53,7 +53,7 @@ JOB_NAME_TIMESTAMP = 15  # "-YYYYmmddHHMMSS" appended by the SDK; names are <= 6
 RESERVED_CHANNELS = ("code", "sm_drivers")  # created by the SageMaker SDK for the source
 CONFIG_HYPERPARAMETER = "config"  # the hyperparameter that names the config JSON
 MULTIWORKER_PORT = 12355  # where tf_multiworker workers listen unless distribution.port says
-# The config file section this schema validates (a plugin section of TrainerConfig).
+# The config file section this schema validates (an extension section of TrainerConfig).
 SECTION = "sagemaker"
 SECTION_DESCRIPTION = (
     "SageMaker job settings (albertkit launch, to_sagemaker); unused by local runs."

@@ -74,6 +74,8 @@ RESUMABLE_CHANGES: tuple[str, ...] = (
     # checkpoint cadence, retention and resume; logging, TensorBoard, MLflow
     "checkpoint",
     "logging",
+    # which plugins load (the parts a run uses are compared by their kinds above)
+    "plugins",
 )
 
 _UNSET = "<unset>"
