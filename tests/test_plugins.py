@@ -133,6 +133,7 @@ def test_the_plugins_command_lists_every_part(capsys, builtins_only_registry):
 
 # --------------------------------------------------------------------------- a plugin
 def test_a_plugin_s_parts_are_part_of_the_typed_config(fresh_registry):
+    validator, fields = TrainerConfig.__pydantic_validator__, dict(TrainerConfig.model_fields)
     make_distribution(fresh_registry, "albertkit-fakeplug", "fakeplug_ok", PLUGIN)
     cfg = TrainerConfig.from_dict(config(data={"kind": "rows", "rows": 3},
                                          optimizer={"kind": "sgd", "momentum": 0.5},
@@ -158,6 +159,9 @@ def test_a_plugin_s_parts_are_part_of_the_typed_config(fresh_registry):
 
     assert task_class("rows_task").__module__ == "fakeplug_ok"
     assert any("rows_task" in ln and "albertkit-fakeplug 1.0" in ln for ln in plugins_table())
+    # all of it without changing the config classes: the registry is read as they validate
+    assert TrainerConfig.__pydantic_validator__ is validator
+    assert TrainerConfig.model_fields == fields
 
 
 def test_a_config_naming_an_unregistered_kind_lists_the_known_ones(fresh_registry):

@@ -1,6 +1,9 @@
 """Typed, validated configuration for every albertkit job.
 
-* :mod:`albertkit.config.sections` -- the sections (model, data, optimizer, runtime, ...);
+* :mod:`albertkit.config.sections` -- the sections (model, runtime, distributed, ...);
+  :mod:`albertkit.config.data` and :mod:`albertkit.config.optimizer` -- the data and
+  optimizer sections, chosen by ``kind``;
+* :mod:`albertkit.config.registry` -- the registries of pluggable parts and the plugins;
 * :mod:`albertkit.config.root` -- ``TrainerConfig``, YAML/JSON in and out, extension sections;
 * :mod:`albertkit.config.overrides` -- dotted ``--set key.path=value`` overrides;
 * :mod:`albertkit.config.validation` -- validation errors that name the field;
