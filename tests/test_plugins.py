@@ -324,6 +324,17 @@ def test_the_plugins_a_process_and_a_config_load(fresh_registry, monkeypatch, ca
                             "No module named 'numpy_that_is_not_there'")
 
 
+def test_the_container_entry_point_reads_albertkit_plugins(fresh_registry, tmp_path):
+    from albertkit.sagemaker import entrypoint, plan, submit
+    from test_sagemaker_entrypoint import opt_ml, tiny_config
+
+    root, environ = opt_ml(tmp_path, submit.to_sagemaker(tiny_config()))
+    (root / "input" / "data" / "code" / plan.CONFIG_FILE).write_text("{not json")
+    environ["ALBERTKIT_PLUGINS"] = "tagging, albertkit-fakeplug"
+    assert entrypoint.main([], environ, root) == 2  # the config stops it, after the edge
+    assert registry._REGISTRY.allowed == {"tagging", "albertkit-fakeplug"}
+
+
 @pytest.mark.slow
 def test_a_broken_plugin_beside_a_working_one(fresh_registry, tmp_path, capsys):
     """The acceptance case: the working plugin's config trains from the command line, and
