@@ -266,8 +266,7 @@ def test_a_plugin_whose_registration_fails_registers_nothing(fresh_registry, cap
     ("register_task('t', 'no_colon')", "task 't': 'no_colon' is not a 'module:Class' path"),
     ("register_optimizer(type('C', (OptimizerSection,), {'__annotations__': {'kind': "
      "Literal['c']}, 'kind': 'c'}))",
-     "optimizer 'c': C has no build(total_steps) and no build='module:function' names what "
-     "builds it"),
+     "optimizer 'c': C has no build(total_steps) and names no builder ('module:function')"),
 ])
 def test_invalid_registrations_are_refused(fresh_registry, caplog, call, message):
     code = ("from typing import Literal\n\nfrom albertkit.config.registry import *\n"
@@ -372,6 +371,7 @@ from albertkit.config.registry import register_optimizer
 class PlainSgd(OptimizerSection):
     """SGD: no moment estimates, so no beta_1/beta_2/epsilon."""
 
+    builder = "{module}:build"
     kind: Literal["plain_sgd"] = Field("plain_sgd", description="Selects plain SGD.")
 
 
@@ -380,7 +380,7 @@ def build(config, total_steps):
 
 
 def register():
-    register_optimizer(PlainSgd, build="{module}:build")
+    register_optimizer(PlainSgd)
 '''
 
 
@@ -393,7 +393,7 @@ def test_an_optimizer_carries_its_own_fields_and_names_its_builder(fresh_registr
         TrainerConfig.from_dict(config(optimizer={"kind": "plain_sgd", "beta_1": 0.9}))
     # LAMB and AdamW keep theirs, and name their builders by path
     assert {"beta_1", "beta_2", "epsilon"} <= set(registry.optimizer_kinds()["adamw"].model_fields)
-    assert registry.entries("optimizer")["lamb"].builder == "albertkit.optimizers.from_config:lamb"
+    assert registry.optimizer_kinds()["lamb"].builder == "albertkit.optimizers.from_config:lamb"
 
 
 # --------------------------------------------------------------------------- SageMaker

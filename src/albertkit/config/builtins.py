@@ -1,8 +1,8 @@
 """albertkit's own tasks, data kinds, optimizers and model sizes, registered through the
 same ``register_*`` calls a plugin makes (:mod:`albertkit.config.registration`).
 
-The task classes and the optimizer builders are named by path: registering them imports no
-TensorFlow.
+The task classes and the optimizer builders are named by path (``LambConfig.builder``):
+registering them imports no TensorFlow.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def register_builtins() -> None:
     register_task("squad", "albertkit.tasks.squad:SquadTask", data=[SquadData])
     register_task("classification", "albertkit.tasks.classification:ClassificationTask",
                   data=[ClassificationData, UserClassificationData])
-    register_optimizer(LambConfig, build="albertkit.optimizers.from_config:lamb")
-    register_optimizer(AdamWConfig, build="albertkit.optimizers.from_config:adamw")
+    register_optimizer(LambConfig)
+    register_optimizer(AdamWConfig)
     for name, fields in SIZES.items():
         register_size(name, fields)

@@ -1,10 +1,9 @@
 """The ``optimizer`` section: the base every optimizer config builds on, LAMB and AdamW.
 
-An optimizer config holds data only. What turns it into a Keras optimizer is named when the
-optimizer is registered, by a ``"module:function"`` path that is imported when a run builds
-it (LAMB and AdamW: :mod:`albertkit.optimizers`), so configs import no TensorFlow and this
-package never imports the optimizers; a plugin may instead give its config a
-``build(total_steps)`` method.
+An optimizer config holds data only. It names what turns it into a Keras optimizer by a
+``"module:function"`` path (``builder``), imported when a run builds the optimizer (LAMB and
+AdamW: :mod:`albertkit.optimizers.from_config`), so configs import no TensorFlow and this
+package never imports the optimizers; a plugin may instead override ``build(total_steps)``.
 
 Example:
     >>> LambConfig().learning_rate, AdamWConfig(beta_2=0.98).beta_2
@@ -14,12 +13,11 @@ Example:
 from __future__ import annotations
 
 import importlib
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
 from albertkit.config.base import Section
-from albertkit.config.registration import registered
 from albertkit.errors import PluginError
 
 
@@ -49,9 +47,12 @@ class ScheduleConfig(Section):
 class OptimizerSection(Section):
     """The base class of an optimizer section: the fields every optimizer has (the trainer
     reads ``clip_norm`` and ``schedule``). A plugin's optimizer config subclasses it with a
-    ``kind`` literal and its own fields, and either names its builder when it registers
-    (``register_optimizer(MyConfig, build="my_package.optim:build")``) or overrides
-    :meth:`build`."""
+    ``kind`` literal and its own fields, and either names its builder
+    (``builder = "my_package.optim:build"``) or overrides :meth:`build`."""
+
+    builder: ClassVar[str | None] = None
+    """``"module:function"``: ``function(config, total_steps)`` returns the Keras optimizer
+    (imported when a run builds it)."""
 
     learning_rate: float = Field(
         1e-3, gt=0.0, description="Peak learning rate (reached after warmup)."
@@ -75,21 +76,20 @@ class OptimizerSection(Section):
 
     def build(self, total_steps: int) -> Any:
         """The Keras optimizer this section configures, for a run of ``total_steps``: built
-        by the function registered with its kind (imported now)."""
-        kind = getattr(self, "kind", None)
-        entry = registered("optimizer").get(kind) if isinstance(kind, str) else None
-        if entry is None or entry.builder is None:
-            raise PluginError(f"optimizer {kind!r}: no builder registered (register_optimizer("
-                              f"{type(self).__qualname__}, build='module:function'))")
-        module, _, attr = entry.builder.partition(":")
+        by the function ``builder`` names (imported now)."""
+        path = type(self).builder
+        if path is None:
+            raise PluginError(f"{type(self).__qualname__} names no builder ('module:function') "
+                              "and has no build(total_steps) of its own")
+        module, _, attr = path.partition(":")
         try:
-            builder = getattr(importlib.import_module(module), attr)
+            function = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as e:
-            raise PluginError(f"optimizer {kind!r} of {entry.source}: cannot import "
-                              f"{entry.builder}: {type(e).__name__}: {e}") from e
-        return builder(self, total_steps)
+            raise PluginError(f"optimizer {getattr(self, 'kind', '?')!r}: cannot import {path}: "
+                              f"{type(e).__name__}: {e}") from e
+        return function(self, total_steps)
 
-    build.dispatches_to_registry = True  # type: ignore[attr-defined]
+    build.calls_builder = True  # type: ignore[attr-defined]
 
 
 class AdamFamily(OptimizerSection):
@@ -109,6 +109,7 @@ class AdamFamily(OptimizerSection):
 class LambConfig(AdamFamily):
     """LAMB (You et al. 2020) with ALBERT semantics: decay inside the trust ratio."""
 
+    builder: ClassVar[str | None] = "albertkit.optimizers.from_config:lamb"
     kind: Literal["lamb"] = Field("lamb", description="Selects LAMB.")
     learning_rate: float = Field(
         0.00176, gt=0.0,
@@ -123,6 +124,7 @@ class LambConfig(AdamFamily):
 class AdamWConfig(AdamFamily):
     """AdamW (Loshchilov & Hutter) as in BERT/ALBERT: decay excluded for LayerNorm and bias."""
 
+    builder: ClassVar[str | None] = "albertkit.optimizers.from_config:adamw"
     kind: Literal["adamw"] = Field("adamw", description="Selects AdamW.")
 
 

@@ -59,8 +59,7 @@ class Entry:
 
     ``value`` is the task's class or its ``"module:attr"`` path (task), the config class
     (data kind, optimizer) or the architecture fields (size); ``task`` is the task a data kind
-    trains; ``builder`` is the ``"module:function"`` path that builds an optimizer from its
-    config (None: the config class's own ``build``).
+    trains.
     """
 
     category: Category
@@ -68,7 +67,6 @@ class Entry:
     value: Any
     source: Source = DIRECT
     task: str | None = None
-    builder: str | None = None
 
 
 class _Registry:
@@ -110,22 +108,23 @@ def register_data(config: type[BaseModel], *, task: str) -> None:
     _submit([_data_entry(config, task)])
 
 
-def register_optimizer(config: type[BaseModel], *, build: str | None = None) -> None:
+def register_optimizer(config: type[BaseModel]) -> None:
     """Register an optimizer: its config class, with a ``kind`` literal, the ``clip_norm``
     and ``schedule`` fields the trainer reads, and what builds the Keras optimizer: the
-    ``"module:function"`` path ``build`` names (``function(config, total_steps)``, imported
-    when a run builds it) or else the class's own ``build(total_steps)``."""
+    ``"module:function"`` path its ``builder`` names (``function(config, total_steps)``,
+    imported when a run builds it) or its own ``build(total_steps)``."""
     kind = _kind_of(config, "optimizer")
-    if build is not None:
-        _check_path(build, f"optimizer {kind!r}", "module:function")
+    builder = getattr(config, "builder", None)
+    if builder is not None:
+        _check_path(builder, f"optimizer {kind!r}", "module:function")
     elif not _has_own_build(config):
         raise PluginError(f"optimizer {kind!r}: {config.__qualname__} has no build(total_steps) "
-                          "and no build='module:function' names what builds it")
+                          "and names no builder ('module:function')")
     if not {"clip_norm", "schedule"} <= set(config.model_fields):
         raise PluginError(f"optimizer {kind!r}: {config.__qualname__} lacks the clip_norm and "
                           "schedule fields the trainer reads (subclass "
                           "albertkit.config.OptimizerSection)")
-    _submit([Entry("optimizer", kind, config, builder=build)])
+    _submit([Entry("optimizer", kind, config)])
 
 
 def register_size(name: str, spec: Mapping[str, Any]) -> None:
@@ -143,9 +142,9 @@ def register_size(name: str, spec: Mapping[str, Any]) -> None:
 
 
 def _has_own_build(config: type) -> bool:
-    # OptimizerSection.build dispatches to the registered builder: only an override counts
+    # OptimizerSection.build calls the builder the class names: only an override counts
     build = getattr(config, "build", None)
-    return callable(build) and not getattr(build, "dispatches_to_registry", False)
+    return callable(build) and not getattr(build, "calls_builder", False)
 
 
 def _check_path(path: Any, what: str, shape: str) -> None:
@@ -197,8 +196,7 @@ def commit(entries: list[Entry], source: Source) -> None:
             raise PluginError(f"{source}: data kind {e.name!r} names task {e.task!r}, which "
                               f"nobody registered; known tasks: {sorted(tasks)}")
     for e in entries:
-        tables[e.category][e.name] = Entry(e.category, e.name, e.value, source, e.task,
-                                           e.builder)
+        tables[e.category][e.name] = Entry(e.category, e.name, e.value, source, e.task)
 
 
 def collect(register: Callable[[], Any], source: Source,
