@@ -2,7 +2,7 @@
 benchmark, then compare with the 2-process run measured in the same invocation.
 
 `albertkit plan` predicts a fleet's step as each replica's compute (at the rate measured on
-one device) plus the all-reduce of the communication model (albertkit.perf.cost). This script
+one device) plus the all-reduce of the communication model (albertkit.plan.cost). This script
 does the same for the one data-parallel setup this machine can run, two local tf_multiworker
 processes (the loopback interface as their "network link", --link-gbps), and prints the
 prediction beside the measurement with the error. Two predictions are shown:
@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 def predict(result, link_gbps: float, link_efficiency: float) -> dict[str, float]:
     """Predicted 2-process sequences/s from the 1-process figure of ``result``."""
-    from albertkit.perf.cost import allreduce_seconds
-    from albertkit.perf.fleet import step_time
+    from albertkit.plan.cost import allreduce_seconds
+    from albertkit.plan.fleet import step_time
 
     per_step = result.settings.micro_batch * result.settings.accumulation  # per process
     one = result.results["albertkit"].sequences_per_s
@@ -52,7 +52,7 @@ def predict(result, link_gbps: float, link_efficiency: float) -> dict[str, float
 
 def main(argv: list[str] | None = None) -> int:
     from albertkit.perf import BenchmarkResult, BenchmarkSettings, measure
-    from albertkit.perf.fleet import LINK_EFFICIENCY
+    from albertkit.plan.fleet import LINK_EFFICIENCY
     from benchlib.args import script_parser
     from benchlib.quiet import wait_until_quiet
 

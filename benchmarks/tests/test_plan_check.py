@@ -7,7 +7,7 @@ import json
 import pytest
 
 from albertkit.perf import BenchmarkResult, BenchmarkSettings
-from albertkit.perf.cost import allreduce_seconds
+from albertkit.plan.cost import allreduce_seconds
 
 
 def _framework(seq_per_s: float, **extra) -> dict:
