@@ -40,7 +40,7 @@ def add_estimate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint-seconds", type=float, default=None, metavar="S",
                    help="seconds one checkpoint write stops training, for the spot cost and "
                         "its best interval (default: estimated from the checkpoint's size at "
-                        "100 MB/s; a run's metrics.jsonl logs checkpoint_s)")
+                        "100 MB/s)")
 
 
 def prices_from_args(args: argparse.Namespace) -> PriceTable:
