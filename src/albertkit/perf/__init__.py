@@ -6,12 +6,9 @@
   ``--json`` writes and ``albertkit report --benchmark`` reads);
 * :mod:`albertkit.perf.runner` -- :func:`measure`: worker processes, interleaved rounds;
 * :mod:`albertkit.perf.workers` -- albertkit's step (built as the trainer builds it) and
-  Hugging Face PyTorch's; :mod:`~albertkit.perf.meter` (peak memory, timing),
-  :mod:`~albertkit.perf.pipeline` (input pipeline), :mod:`~albertkit.perf.breakdown`
-  (the step's pieces);
-* :mod:`albertkit.perf.noise` -- load before/during/after and round spread: whether a
-  result is marked noisy;
-* :mod:`albertkit.perf.table` -- :func:`format_table`, the printed Markdown table;
+  Hugging Face PyTorch's, with :mod:`~albertkit.perf.meter`, :mod:`~albertkit.perf.pipeline`
+  and :mod:`~albertkit.perf.breakdown`; :mod:`albertkit.perf.noise` -- whether a result is
+  noisy; :mod:`albertkit.perf.table` -- :func:`format_table`, the printed table;
 * :mod:`albertkit.perf.memory` -- FLOPs and the batch planner (pure functions; the memory
   estimate it plans with is :mod:`albertkit.models.footprint`).
 
