@@ -29,7 +29,8 @@ def add_estimate_options(p: argparse.ArgumentParser) -> None:
         "ml.p4d.24xlarge=RESULT.json (an `albertkit benchmark --json` result, 1 GPU); "
         "ml.g5.48xlarge:2=RUN_DIR (a run's metrics); or a YAML/JSON file mapping "
         "INSTANCE[:COUNT] to such values. Repeatable. Instance types without one are "
-        "estimated from their GPU's peak FLOP/s")
+        "estimated from their GPU's peak FLOP/s. With several --config, a rate names its "
+        "phase: 2:ml.p3dn.24xlarge:8=1.72it/s")
     p.add_argument("--prices", metavar="FILE",
                    help="YAML/JSON price file over the packaged, dated table (on_demand, spot, "
                         "spot_discount, spot_hours_between_interruptions, spot_restart_minutes, "
