@@ -249,7 +249,7 @@ def test_synthetic_shards_are_disjoint_covering_and_match_the_single_stream(repe
 def test_communication_cost_model_by_hand():
     from albertkit.config.sizes import SIZES, AlbertSpec
     from albertkit.models.footprint import parameter_count
-    from albertkit.perf.cost import (
+    from albertkit.plan.cost import (
         REFERENCE_GPUS_PER_NODE,
         REFERENCE_SEQ_PER_S_PER_NODE,
         gradient_bytes,

@@ -1,4 +1,5 @@
-"""``albertkit plan`` and :mod:`albertkit.perf.fleet`: fits, step time, hours, cost, errors."""
+"""``albertkit plan`` and :mod:`albertkit.plan`: fits, step time, hours, cost, errors; the
+spot checkpoint interval; recipes of several phases."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from albertkit.config import ConfigError
 from albertkit.config.sizes import SIZES, AlbertSpec
 from albertkit.errors import BenchmarkError
 from albertkit.hardware import NETWORK_GBPS, GiB, resolve_xla
-from albertkit.perf import BenchmarkResult, BenchmarkSettings, FleetEstimate, plan_fleets
-from albertkit.perf.cost import allreduce_seconds
+from albertkit.perf import BenchmarkResult, BenchmarkSettings
 from albertkit.perf.memory import estimate_memory, plan_batch
-from albertkit.perf.prices import ON_DEMAND_USD_PER_HOUR, PriceTable
+from albertkit.plan import FleetEstimate, PriceTable, plan_fleets
+from albertkit.plan.cost import allreduce_seconds
+from albertkit.plan.prices import ON_DEMAND_USD_PER_HOUR
 
 # The reference system: ALBERT-base, seq 512, global batch 4096, 125,000 steps, and the
 # iterations/s it measured on three fleets (with the hours it reported).
@@ -188,11 +190,12 @@ def test_a_price_file_overrides_the_packaged_table(tmp_path, reference_yaml, cap
                       "spot_hours_between_interruptions: 80\nspot_restart_minutes: 30\n")
     plan = _plan_json(capsys, "--config", str(reference_yaml), "--fleet",
                       "ml.p3dn.24xlarge:8,ml.p3.16xlarge:8", "--measured", MEASURED[0],
-                      "--prices", str(prices))
+                      "--prices", str(prices), "--checkpoint-seconds", "0")
     p3dn, p3 = plan["fleets"]
     assert p3dn["on_demand_usd_per_hour"] == 10.0
     assert p3dn["cost_on_demand"] == pytest.approx(10.0 * 8 * p3dn["hours"])
-    # spot: interrupted every 80 / 8 h, each losing half of 500 steps and 30 minutes
+    # spot with free checkpoints: interrupted every 80 / 8 h, each losing half of 500 steps
+    # and 30 minutes
     loss = 0.5 * 500 * p3dn["step_s"] / 3600 + 0.5
     assert p3dn["spot_hours"] == pytest.approx(p3dn["hours"] / (1 - loss / 10))
     assert p3dn["cost_spot"] == pytest.approx(4.0 * 8 * p3dn["spot_hours"])

@@ -1,7 +1,7 @@
 """The import-layer contract: albertkit's packages import one way, bottom to top.
 
     errors, fileio, hardware, tfstart, _lazy -> config -> models, optimizers, data -> distributed
-    -> tasks -> training -> sagemaker, perf, report, doctor -> cli
+    -> tasks -> training -> sagemaker, perf, plan, report, doctor -> cli
 
 A module may import from its own layer or a lower one, never from a higher one; lazy imports
 inside functions count too. Three exemptions, all deliberate: the package root re-exports the
@@ -32,7 +32,7 @@ LAYERS: dict[str, int] = {
     "distributed": 3,
     "tasks": 4,
     "training": 5,
-    "sagemaker": 6, "perf": 6, "report": 6, "doctor": 6,
+    "sagemaker": 6, "perf": 6, "plan": 6, "report": 6, "doctor": 6,
     "cli": 7,
 }
 EXEMPT = {
@@ -261,3 +261,16 @@ def test_no_module_over_700_lines():
     long = {p.relative_to(SRC).as_posix(): n for p in SRC.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     assert long == {}, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_perf_does_not_import_plan():
+    """plan turns perf's rates into hours and dollars: it may import perf, never the reverse,
+    but for the deprecated names perf/__init__.py still hands out from albertkit.plan."""
+    found = []
+    for path in sorted((SRC / "perf").rglob("*.py")):
+        module = _module_name(path, SRC)
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        found += [f"{module}:{line}" for line, target in _imports(tree, module, False)
+                  if (target == "albertkit.plan" or target.startswith("albertkit.plan."))
+                  and module != "albertkit.perf"]
+    assert found == []

@@ -1,8 +1,9 @@
-"""The step's matmuls alone (benchlib.floor), their timing in both benchmark workers,
-and benchmarks/bench_floor.py."""
+"""benchmarks/bench_floor.py: the step's matmuls alone, their timing in both benchmark
+workers, and the script."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -14,10 +15,13 @@ import pytest
 from albertkit.config.sizes import SIZES, AlbertSpec
 from albertkit.models.footprint import training_flops
 from albertkit.perf.settings import BenchmarkSettings
-from benchlib.floor import step_matmuls, with_backward
 from benchlib.quiet import wait_until_quiet
 
 SCRIPT = Path(__file__).resolve().parents[1] / "bench_floor.py"
+_spec = importlib.util.spec_from_file_location("bench_floor", SCRIPT)
+floor = sys.modules["bench_floor"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(floor)  # a script, not a package: its dataclass needs the entry
+step_matmuls, with_backward = floor.step_matmuls, floor.with_backward
 SMALL = dict(size="tiny", model={"vocab_size": 300}, seq_length=16, micro_batch=2,
              max_predictions=3)
 
@@ -66,22 +70,18 @@ def test_shapes_are_checked():
 def test_tensorflow_floor_computes_every_product(jit):
     """The timed function returns each product of the step's shapes, equal to NumPy's
     (float32), on the compile path asked for."""
-    from benchlib.floor import floor_matmuls, floor_operands, tf_floor_function
-
     settings = BenchmarkSettings(**SMALL)
-    mms = floor_matmuls(settings)
-    operands = floor_operands(settings, np.random.default_rng(settings.seed))
-    products = tf_floor_function(settings, jit)()
+    mms = floor.floor_matmuls(settings)
+    operands = floor.floor_operands(settings, np.random.default_rng(settings.seed))
+    products = floor.tf_floor_function(settings, jit)()
     assert len(products) == len(mms)
     for (a, b), m, got in zip(operands, mms, products, strict=True):
         np.testing.assert_allclose(got.numpy(), _numpy_product(a, b, m), rtol=1e-4, atol=1e-4)
 
 
 def test_albertkit_worker_times_the_floor_on_the_path_asked_for(jit_compile_calls):
-    from benchlib.floor import FloorAlbertkitWorker
-
     seen = jit_compile_calls()
-    worker = FloorAlbertkitWorker(BenchmarkSettings(**SMALL))
+    worker = floor.FloorAlbertkitWorker(BenchmarkSettings(**SMALL))
     for jit in (True, False, True):
         reply = worker.floor(calls=3, jit=jit)
         assert len(reply["times"]) == 3 and all(t > 0 for t in reply["times"])
@@ -94,14 +94,12 @@ def test_albertkit_worker_times_the_floor_on_the_path_asked_for(jit_compile_call
 def test_pytorch_floor_computes_every_product():
     """The Hugging Face worker's pass writes each product of the same shapes (to buffers
     made once), equal to NumPy's."""
-    from benchlib.floor import FloorHFWorker, floor_matmuls, floor_operands
-
     settings = BenchmarkSettings(**SMALL)
-    worker = FloorHFWorker(settings)
+    worker = floor.FloorHFWorker(settings)
     reply = worker.floor(calls=2)
     assert len(reply["times"]) == 2 and all(t > 0 for t in reply["times"])
-    mms = floor_matmuls(settings)
-    operands = floor_operands(settings, np.random.default_rng(settings.seed))
+    mms = floor.floor_matmuls(settings)
+    operands = floor.floor_operands(settings, np.random.default_rng(settings.seed))
     for (a, b), m, (_, _, out) in zip(operands, mms, worker._floor, strict=True):
         np.testing.assert_allclose(out.numpy(), _numpy_product(a, b, m), rtol=1e-4, atol=1e-4)
     assert reply["flops"] == sum(m.flops for m in mms)
@@ -139,8 +137,7 @@ def test_waiting_for_a_quiet_machine_reads_until_the_load_falls(capsys):
     assert clock.slept == [5, 5, 5]
 
 
-def test_budget_and_rest_arithmetic(load_script):
-    floor = load_script("bench_floor")
+def test_budget_and_rest_arithmetic():
     rounds = {label: [0.1] for label, *_ in floor.PARTS}
     rounds["Hugging Face step"] = [0.4, 0.2, 0.3]
     rounds["albertkit step, TF graph executor"] = [0.2, 0.16]
@@ -165,7 +162,7 @@ def test_script_rejects_bad_counts():
 
 @pytest.mark.slow
 @pytest.mark.torch
-def test_script_times_every_part_and_writes_the_budget(tmp_path, load_script):
+def test_script_times_every_part_and_writes_the_budget(tmp_path):
     out = tmp_path / "floor.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--seq-length", "16", "--micro-batch", "2", "--steps",
@@ -174,7 +171,6 @@ def test_script_times_every_part_and_writes_the_budget(tmp_path, load_script):
         capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
-    floor = load_script("bench_floor")
     for label, *_ in floor.PARTS:
         assert label in proc.stdout
         assert len(result["parts"][label]["round_ms"]) == 2

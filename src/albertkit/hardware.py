@@ -8,7 +8,7 @@ Two tables, one fed by the other:
   (Horovod processes per host, bfloat16 checks, replica counts). Each GPU instance's
   memory and bfloat16 support are looked up in :data:`DEVICES`, so the two cannot disagree;
 * :data:`NETWORK_GBPS` -- each instance type's network bandwidth (the communication model of
-  :mod:`albertkit.perf.cost` and the fleet plans of :mod:`albertkit.perf.fleet` read it).
+  :mod:`albertkit.plan.cost` and the fleet plans of :mod:`albertkit.plan.fleet` read it).
 
 Instance figures are the published per-instance accelerator counts and vCPUs of the Amazon
 EC2 instance families behind the SageMaker ``ml.*`` types
@@ -219,7 +219,7 @@ INSTANCE_TYPES: dict[str, InstanceSpec] = {
 
 # Each instance's network bandwidth in Gbit/s (the published figure; "up to" figures, for
 # the smaller types, taken at that ceiling), which the communication model of
-# albertkit.perf.cost divides the all-reduce by. p4d/p4de/p5* figures are their EFA bandwidth.
+# albertkit.plan.cost divides the all-reduce by. p4d/p4de/p5* figures are their EFA bandwidth.
 NETWORK_GBPS: dict[str, float] = {
     "ml.p3.2xlarge": 10, "ml.p3.8xlarge": 10, "ml.p3.16xlarge": 25, "ml.p3dn.24xlarge": 100,
     "ml.p4d.24xlarge": 400, "ml.p4de.24xlarge": 400,

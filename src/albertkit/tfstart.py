@@ -5,7 +5,7 @@
 scikit-learn wrappers), pandas and, through it, pyarrow (Keras's array slicing of DataFrames),
 matplotlib (Keras's image-gallery plots) and SciPy (the legacy ``tf.keras`` engine's sparse
 input check). Each guards the import and carries on without it. Measured with all five
-installed (benchmarks/memory_probe.py, ALBERT-base seq 128, quiet machine): 713 MiB resident
+installed (ALBERT-base seq 128, quiet machine; docs/performance-log.md): 713 MiB resident
 after a plain ``import tensorflow``, 557 MiB after this function; 2,406 against 2,231 MiB peak.
 :func:`start_tensorflow` holds them back for the import only (an entry of ``None`` in
 ``sys.modules``) and removes the entries afterwards, so a later

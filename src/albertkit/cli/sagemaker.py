@@ -56,7 +56,7 @@ def run_launch(args: argparse.Namespace) -> int:
         print(json.dumps(job.plan(), indent=2))
         prices = prices_from_args(args)
         try:
-            estimate = job.estimate(args.measured, prices, args.mfu)
+            estimate = job.estimate(args.measured, prices, args.mfu, args.checkpoint_seconds)
         except AlbertkitError as e:
             if args.measured:  # asked for: its errors are the user's to fix
                 raise

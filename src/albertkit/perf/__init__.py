@@ -1,4 +1,4 @@
-"""Performance: measuring the training step and planning its memory and scaling.
+"""Performance: measuring the training step and planning its memory.
 
 * :mod:`albertkit.perf.settings` -- :class:`BenchmarkSettings`, what ``albertkit benchmark``
   measures;
@@ -6,36 +6,30 @@
   ``--json`` writes and ``albertkit report --benchmark`` reads);
 * :mod:`albertkit.perf.runner` -- :func:`measure`: worker processes, interleaved rounds;
 * :mod:`albertkit.perf.workers` -- albertkit's step (built as the trainer builds it) and
-  Hugging Face PyTorch's; :mod:`~albertkit.perf.meter` (peak memory, timing),
-  :mod:`~albertkit.perf.pipeline` (input pipeline), :mod:`~albertkit.perf.breakdown`
-  (the step's pieces);
-* :mod:`albertkit.perf.noise` -- load before/during/after and round spread: whether a
-  result is marked noisy;
-* :mod:`albertkit.perf.table` -- :func:`format_table`, the printed Markdown table;
+  Hugging Face PyTorch's, with :mod:`~albertkit.perf.meter`, :mod:`~albertkit.perf.pipeline`
+  and :mod:`~albertkit.perf.breakdown`; :mod:`albertkit.perf.noise` -- whether a result is
+  noisy; :mod:`albertkit.perf.table` -- :func:`format_table`, the printed table;
 * :mod:`albertkit.perf.memory` -- FLOPs and the batch planner (pure functions; the memory
-  estimate it plans with is :mod:`albertkit.models.footprint`);
-* :mod:`albertkit.perf.cost` -- the data-parallel communication-cost model;
-* :mod:`albertkit.perf.fleet` -- :func:`plan_fleets`, hours and cost of a config on SageMaker
-  fleets (``albertkit plan``), from rates :mod:`~albertkit.perf.measured` on the target
-  instances or first principles, priced by :mod:`~albertkit.perf.prices`' dated table.
+  estimate it plans with is :mod:`albertkit.models.footprint`).
 
-The measurement scripts and what only they use (targets, op profiles, the matmul floor)
-live in ``benchmarks/`` at the top of the repository, outside the package.
+Hours and dollars per fleet, the communication-cost model and prices are
+:mod:`albertkit.plan`'s; their old names here (``plan_fleets``, ``FleetPlan``,
+``FleetEstimate``, ``PriceTable``, ``predict``, ``ScalingPrediction``) still work with a
+``DeprecationWarning`` until 0.4. The measurement scripts and what only they use (targets,
+the matmul floor) live in ``benchmarks/`` at the top of the repository, outside the package.
 
 Nothing here imports TensorFlow at import time: workers import it in their own processes.
 The public names (``__all__``) are importable from here.
 """
 
-from typing import TYPE_CHECKING
+import warnings
+from typing import TYPE_CHECKING, Any
 
 from albertkit._lazy import lazy_exports
 from albertkit.errors import BenchmarkError
 
 if TYPE_CHECKING:
-    from albertkit.perf.cost import ScalingPrediction, predict
-    from albertkit.perf.fleet import FleetEstimate, FleetPlan, plan_fleets
     from albertkit.perf.memory import BatchPlan, format_plan_table, plan_batch, plan_table
-    from albertkit.perf.prices import PriceTable
     from albertkit.perf.result import BenchmarkResult
     from albertkit.perf.runner import measure
     from albertkit.perf.settings import BenchmarkSettings
@@ -46,34 +40,36 @@ __all__ = [
     "BenchmarkError",
     "BenchmarkResult",
     "BenchmarkSettings",
-    "FleetEstimate",
-    "FleetPlan",
-    "PriceTable",
-    "ScalingPrediction",
     "format_plan_table",
     "format_table",
     "measure",
     "plan_batch",
-    "plan_fleets",
     "plan_table",
-    "predict",
 ]
 
 # imported on first use, so that a command that needs one part (or `albertkit --help`) does
 # not load the others
-__getattr__, __dir__ = lazy_exports(__name__, {
+_lazy_getattr, __dir__ = lazy_exports(__name__, {
     "BatchPlan": "memory",
     "BenchmarkResult": "result",
     "BenchmarkSettings": "settings",
-    "FleetEstimate": "fleet",
-    "FleetPlan": "fleet",
-    "PriceTable": "prices",
-    "ScalingPrediction": "cost",
     "format_plan_table": "memory",
     "format_table": "table",
     "measure": "runner",
     "plan_batch": "memory",
-    "plan_fleets": "fleet",
     "plan_table": "memory",
-    "predict": "cost",
 })
+MOVED_TO_PLAN = ("FleetEstimate", "FleetPlan", "PriceTable", "ScalingPrediction", "plan_fleets",
+                 "predict")
+
+
+def __getattr__(name: str) -> Any:
+    # Deprecated in 0.3 (docs/api-policy.md): the planner's names moved to albertkit.plan.
+    # Not cached, so every use warns. The one import of albertkit.plan from perf.
+    if name in MOVED_TO_PLAN:
+        warnings.warn(f"albertkit.perf.{name} moved to albertkit.plan.{name}; the old name "
+                      "goes away in albertkit 0.4", DeprecationWarning, stacklevel=2)
+        import albertkit.plan
+
+        return getattr(albertkit.plan, name)
+    return _lazy_getattr(name)

@@ -1,39 +1,15 @@
 """Is a benchmark result to be trusted? Machine load around it and agreement between rounds.
 
-A benchmark on a shared machine measures the machine as much as the step. Three readings
-decide whether a result is marked **noisy** (:func:`assess_noise`):
-
-1. **Load before**: the 1-minute load average (``os.getloadavg()``) taken before any worker
-   process starts, over the CPU count. The benchmark's own processes cannot be in it yet.
-   It remembers the last minute, so a job that ended just before (a previous benchmark
-   included) still counts: wait a minute between runs.
-2. **Load during**: while the timed rounds run, a thread of the parent samples (every
-   ``interval`` s, plus once at the start and once at the end) how many threads of *other*
-   processes are runnable (state ``R`` in ``/proc/<pid>/task/*/stat``: running or waiting
-   for a CPU, what the load average averages), leaving out the benchmark's own processes
-   (the parent and its worker processes; processes the parent started otherwise, such as
-   a test's busy loop, count as others). The 1-minute load average itself is useless here:
-   the workers' own threads raise it by about the CPU count. The mean over samples, over
-   the CPU count, is compared with the threshold. Not available off Linux (then ``None``).
-3. **Round spread**: per framework, ``(max - min) / median`` of the per-round sequences/s
-   (each round's median step time). Interleaved rounds of a quiet machine agree within a
-   few percent; a spread beyond the threshold means the conditions changed during the run.
-
-The load average after the measurement is recorded too, for the record only: it contains
-the benchmark's own work of the last minute.
-
-**Why rounds disagree.** Each worker times its framework's 2048 x 2048 matmul just before
-every round (the MFU denominator). Its spread over the rounds is recorded beside the
-round spread and quoted in the round-spread reason: when the probe moved with the step
-rate, the device itself changed speed between rounds (on a shared 2-vCPU Xeon the AMX
-bfloat16 probe moved 2-3x within a minute with no other process on the VM and no steal
-time). The probe lasts milliseconds and a step seconds, so the probe can also move while
-the step rate does not (64 % against 4 % in one quiet run): it is a diagnosis, not a
-fourth rule, and changes no verdict.
-
-Thresholds are settings (:class:`~albertkit.perf.settings.BenchmarkSettings`
-``noisy_load_per_cpu``, default 0.25 runnable threads per CPU, and ``noisy_spread_pct``,
-default 10 %).
+:func:`assess_noise` marks a result **noisy** by three readings (docs/performance.md, "The
+noise rule", says why each): the 1-minute load average *before* any worker starts; the
+runnable threads of *other* processes sampled *during* the timed rounds
+(:class:`LoadMonitor`; ``/proc``, Linux only: the load average itself counts the workers'
+own threads); and the **round spread**, ``(max - min) / median`` of a framework's per-round
+sequences/s. The load average *after* is kept for the record only. Each worker's matmul
+probe (timed before every round) is quoted beside a round-spread reason: when it moved with
+the step rate, the device changed speed. It is a diagnosis and changes no verdict.
+Thresholds: :class:`~albertkit.perf.settings.BenchmarkSettings` ``noisy_load_per_cpu``
+(0.25 runnable threads per CPU) and ``noisy_spread_pct`` (10 %).
 """
 
 from __future__ import annotations

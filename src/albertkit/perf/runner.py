@@ -1,14 +1,7 @@
-"""Running a benchmark: one worker process per framework, driven over JSON lines.
-
-Each framework runs in its own worker process (``python -m albertkit.perf worker``) that
-the parent drives over JSON lines on stdin/stdout, so that
-
-* every framework's peak memory is its own process's (Linux ``VmHWM``, reset with
-  ``/proc/self/clear_refs`` after warm-up; a psutil RSS sampler where that is unavailable;
-  ``tf.config.experimental.get_memory_info`` on a GPU);
-* the runs are interleaved: round r runs ``steps`` timed steps of albertkit, then of
-  Hugging Face (order alternating between rounds), so drifting machine load hits both;
-* only one framework computes at a time (the other waits on its pipe).
+"""Running a benchmark: one worker process per framework (``python -m albertkit.perf
+worker``), driven over JSON lines on stdin/stdout, so that each framework's peak memory is
+its own process's (:class:`~albertkit.perf.meter.PeakMemory`), the rounds interleave (the
+order alternating, so drifting load hits both) and only one framework computes at a time.
 
 With ``processes`` above 1, albertkit's step also runs as that many local tf_multiworker
 processes (``python -m albertkit.perf rank``, started by the local launcher); rank 0

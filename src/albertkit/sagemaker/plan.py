@@ -55,8 +55,7 @@ from albertkit.tasks import task_class
 from albertkit.training.config_change import settings_fingerprint
 
 if TYPE_CHECKING:
-    from albertkit.perf.fleet import FleetPlan
-    from albertkit.perf.prices import PriceTable
+    from albertkit.plan import FleetPlan, PriceTable
 
 # Names inside the uploaded source directory (the SDK's "code" channel).
 CONFIG_FILE = "albertkit_config.json"
@@ -453,15 +452,16 @@ class JobPlan:
         return request
 
     def estimate(self, measured: Iterable[str] = (), prices: PriceTable | None = None,
-                 mfu: float = DEFAULT_MFU) -> FleetPlan:
+                 mfu: float = DEFAULT_MFU, checkpoint_s: float | None = None) -> FleetPlan:
         """This job's hours and cost: its fleet (``instance_type`` x ``instance_count``)
-        planned as ``albertkit plan --fleet TYPE:COUNT`` plans it (:mod:`albertkit.perf.fleet`;
+        planned as ``albertkit plan --fleet TYPE:COUNT`` plans it (:mod:`albertkit.plan.fleet`;
         the same arguments); ``albertkit launch --dry-run`` prints it."""
         sm = self.sagemaker_config
-        from albertkit.perf.fleet import plan_fleets  # on use: not for `albertkit --help`
+        from albertkit.plan import plan_fleets  # on use: not for `albertkit --help`
 
         return plan_fleets(job_config(self.trainer_config, sm),
-                           f"{sm.instance_type}:{sm.instance_count}", measured, prices, mfu)
+                           f"{sm.instance_type}:{sm.instance_count}", measured, prices, mfu,
+                           checkpoint_s=checkpoint_s)
 
     @property
     def tensorboard_local_path(self) -> str:

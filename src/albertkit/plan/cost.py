@@ -10,7 +10,7 @@ Model (all assumptions are arguments):
 * A ring (or NCCL's hierarchical ring/tree) all-reduce over ``n`` nodes sends and
   receives ``2 (n - 1) / n x bytes`` through each node's network link; the links inside a
   node (NVLink) are much faster and ignored.
-* Compute per sequence is :func:`albertkit.perf.memory.training_flops` (3x the forward matmul
+* Compute per sequence is :func:`albertkit.models.footprint.training_flops` (3x the forward matmul
   FLOPs; ALBERT shares weights across layers, so FLOPs follow the layer count, not the
   parameter count). GPU speed is calibrated on a measured throughput (the reference
   system: 931 sequences/s per 8-V100 node, ALBERT-base, sequence 512).
@@ -23,8 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from albertkit.config.sizes import SIZES, AlbertSpec
-from albertkit.models.footprint import default_predictions, parameter_count
-from albertkit.perf.memory import training_flops
+from albertkit.models.footprint import default_predictions, parameter_count, training_flops
 
 REFERENCE_SEQ_PER_S_PER_NODE = 931.0  # ALBERT-base, seq 512, 8 x V100 (p3dn.24xlarge)
 REFERENCE_GPUS_PER_NODE = 8

@@ -1,6 +1,8 @@
 """Fleet plans: for a training config on each of several SageMaker fleets, whether its
 micro-batch fits, the step time, the hours to ``runtime.max_steps`` and the cost on demand
-and on spot (``albertkit plan``; docs/howto/plan.md works an example).
+and on spot, with the checkpoint interval that makes spot cheapest (``albertkit plan``;
+docs/howto/plan.md works an example). Several configs, the phases of one recipe, are
+planned together by :mod:`albertkit.plan.recipe`.
 
 Per fleet (``count`` instances of one type, ``R`` GPUs in all, global batch ``G``):
 
@@ -9,12 +11,12 @@ Per fleet (``count`` instances of one type, ``R`` GPUs in all, global batch ``G`
   ``G / R`` and fits? The plan computes with the config's micro-batch when it fits, else
   with that largest one (and its accumulation).
 * **Step time** = compute + all-reduce. The all-reduce is the communication model of
-  :mod:`albertkit.perf.cost` (a ring over the instances' network links,
+  :mod:`albertkit.plan.cost` (a ring over the instances' network links,
   :data:`albertkit.hardware.NETWORK_GBPS`, at ``link_efficiency``; traffic inside an
   instance is not counted). The compute of one step is ``G / R`` sequences at one GPU's
   rate, which comes from
 
-  - a **measurement** on the same instance type (:mod:`albertkit.perf.measured`): a
+  - a **measurement** on the same instance type (:mod:`albertkit.plan.measured`): a
     1-process benchmark gives the GPU's rate directly; a fleet's measured rate gives it
     after the model's all-reduce time at that fleet's size is taken out (so a fleet
     measured is predicted exactly as measured, and another size of it is scaled by the
@@ -23,14 +25,17 @@ Per fleet (``count`` instances of one type, ``R`` GPUs in all, global batch ``G`
     peak FLOP/s at the config's precision (:data:`albertkit.hardware.DEVICES`) times an
     assumed MFU (``mfu``, default :data:`DEFAULT_MFU`), with a range of MFU ``/ MFU_BAND``
     to ``x MFU_BAND``. Printed as an estimate with that range; the reference system's
-    V100s ran at 27% MFU (:func:`albertkit.perf.cost.calibrated_flops_per_gpu`).
-* **Hours** = ``max_steps x step time``. **Cost on demand** = instances x price x hours.
-  **Cost on spot**: the spot price, and the restarts the checkpoint cadence implies. With
-  ``H`` hours between interruptions of one instance (the price table's assumption), the
-  job is interrupted every ``H / count`` hours; each interruption loses half a checkpoint
-  interval (``checkpoint.every_steps`` steps) on average plus a restart, so
-  ``spot hours = hours / (1 - loss / (H / count))``. Time waiting for spot capacity is not
-  billed and not counted.
+    V100s ran at 27% MFU (:func:`albertkit.plan.cost.calibrated_flops_per_gpu`).
+* **Hours** = ``max_steps x step time`` (training steps only). **Cost on demand** =
+  instances x price x hours.
+* **Cost on spot**: the spot price x instances x the expected wall time of
+  :mod:`albertkit.plan.spot`: with ``H`` hours between interruptions of one instance (the
+  price table's assumption) the job is interrupted every ``H / count`` hours, and each
+  interruption loses the steps since the last checkpoint plus a restart; each checkpoint
+  write (``checkpoint_s``, by default estimated from the checkpoint's size) costs its time.
+  Priced at the config's ``checkpoint.every_steps``, and at the interval that minimises the
+  expected cost (``spot_best_every_steps``). Time waiting for spot capacity is not billed
+  and not counted.
 
 Example (the reference's p3dn fleet from its measured 1.72 it/s):
     >>> from albertkit import TrainerConfig
@@ -47,7 +52,6 @@ Example (the reference's p3dn fleet from its measured 1.72 it/s):
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -55,10 +59,11 @@ from typing import Any
 from albertkit.config import ConfigError, TrainerConfig
 from albertkit.hardware import DEFAULT_MFU, DEVICES, INSTANCE_TYPES, NETWORK_GBPS, GiB, resolve_xla
 from albertkit.models.footprint import default_predictions
-from albertkit.perf.cost import allreduce_seconds
-from albertkit.perf.measured import Measurement, config_shape, parse_measured, split_fleet
 from albertkit.perf.memory import estimate_memory, plan_batch, training_flops
-from albertkit.perf.prices import PriceTable
+from albertkit.plan.cost import allreduce_seconds
+from albertkit.plan.measured import Measurement, config_shape, parse_measured, split_fleet
+from albertkit.plan.prices import PriceTable
+from albertkit.plan.spot import best_every_steps, checkpoint_seconds, expected_hours
 
 MFU_BAND = 1.5  # the estimate's range: MFU / 1.5 to MFU x 1.5
 LINK_EFFICIENCY = 0.7
@@ -139,6 +144,9 @@ class FleetEstimate:
     spot_hours: float | None = None
     spot_interruptions: float | None = None
     cost_spot: float | None = None
+    spot_best_every_steps: int | None = None  # the interval that minimises the spot cost
+    spot_hours_best: float | None = None
+    cost_spot_best: float | None = None
     problems: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -191,6 +199,8 @@ class FleetPlan:
 
     def format_table(self) -> str:
         """A Markdown table with the ranking and the assumptions under it."""
+        from albertkit.plan.table import format_fleet_plan
+
         return format_fleet_plan(self)
 
 
@@ -268,24 +278,37 @@ def _pick(measured: Sequence[Measurement], fleet: Fleet) -> Measurement | None:
     return (exact or same or [None])[0]
 
 
-def _spot(step_s: float, hours: float, fleet: Fleet, cfg: TrainerConfig,
-          prices: PriceTable) -> tuple[float | None, float | None, str | None]:
-    """(spot hours with restarts, interruptions, problem) for one fleet."""
+def _spot(step_s: float, fleet: Fleet, cfg: TrainerConfig, prices: PriceTable,
+          checkpoint_s: float) -> dict[str, Any]:
+    """Spot hours and interruptions at the config's checkpoint interval and at the best one
+    (:mod:`albertkit.plan.spot`), and a problem when the config's cannot finish."""
     between = prices.spot_hours_between_interruptions / fleet.count
-    loss = 0.5 * cfg.checkpoint.every_steps * step_s / 3600 + prices.spot_restart_minutes / 60
-    if loss >= between:
-        return None, None, (f"spot: each interruption (every {between:.2g} h) loses "
-                            f"{loss:.2g} h: checkpoint.every_steps="
-                            f"{cfg.checkpoint.every_steps} is too rare to finish on spot")
-    spot_hours = hours / (1.0 - loss / between)
-    return spot_hours, spot_hours / between, None
+    restart, write, step = prices.spot_restart_minutes / 60, checkpoint_s / 3600, step_s / 3600
+    work = cfg.runtime.max_steps * step
+    every = min(cfg.checkpoint.every_steps, cfg.runtime.max_steps)
+    out: dict[str, Any] = {"spot_hours": expected_hours(work, every * step, write, restart,
+                                                        between)}
+    if out["spot_hours"] is None:
+        out["problem"] = (f"spot: an interruption every {between:.2g} h, each losing "
+                          f"{restart + every * step / 2:.2g} h: checkpoint.every_steps="
+                          f"{cfg.checkpoint.every_steps} is too rare to finish on spot")
+    else:
+        out["spot_interruptions"] = out["spot_hours"] / between
+    best = best_every_steps(step, cfg.runtime.max_steps, write, restart, between)
+    if best is not None:
+        out.update(spot_best_every_steps=best,
+                   spot_hours_best=expected_hours(work, best * step, write, restart, between))
+    return out
 
 
 def plan_fleet(cfg: TrainerConfig, fleet: Fleet, measured: Sequence[Measurement] = (),
                prices: PriceTable | None = None, mfu: float = DEFAULT_MFU,
-               link_efficiency: float = LINK_EFFICIENCY) -> FleetEstimate:
+               link_efficiency: float = LINK_EFFICIENCY,
+               checkpoint_s: float | None = None) -> FleetEstimate:
     """One fleet's :class:`FleetEstimate` (see the module docstring for the model)."""
     prices = prices or PriceTable.packaged()
+    if checkpoint_s is None:
+        checkpoint_s = checkpoint_seconds(cfg.model.spec)
     memory = _usable_micro_batch(cfg, fleet)
     problems = memory.pop("problems")
     row: dict[str, Any] = {"fleet": fleet.label, "instance_type": fleet.instance_type,
@@ -334,27 +357,35 @@ def plan_fleet(cfg: TrainerConfig, fleet: Fleet, measured: Sequence[Measurement]
         row.update(cost_on_demand=price * fleet.count * hours,
                    cost_on_demand_low=price * fleet.count * row["hours_low"],
                    cost_on_demand_high=price * fleet.count * row["hours_high"])
-    spot_hours, interruptions, problem = _spot(step, hours, fleet, cfg, prices)
-    if problem:
-        problems.append(problem)
-    row.update(spot_hours=spot_hours, spot_interruptions=interruptions)
-    if spot_hours is not None and row["spot_usd_per_hour"] is not None:
-        row["cost_spot"] = row["spot_usd_per_hour"] * fleet.count * spot_hours
+    spot = _spot(step, fleet, cfg, prices, checkpoint_s)
+    if "problem" in spot:
+        problems.append(spot.pop("problem"))
+    row.update(spot)
+    if row["spot_usd_per_hour"] is not None:
+        for hours_key, cost_key in (("spot_hours", "cost_spot"),
+                                    ("spot_hours_best", "cost_spot_best")):
+            if row.get(hours_key) is not None:
+                row[cost_key] = row["spot_usd_per_hour"] * fleet.count * row[hours_key]
     return FleetEstimate(**row, problems=problems)
 
 
 def plan_fleets(cfg: TrainerConfig, fleets: str | Iterable[str | Fleet],
                 measured: Iterable[str | Measurement] = (), prices: PriceTable | None = None,
-                mfu: float = DEFAULT_MFU, link_efficiency: float = LINK_EFFICIENCY) -> FleetPlan:
+                mfu: float = DEFAULT_MFU, link_efficiency: float = LINK_EFFICIENCY,
+                checkpoint_s: float | None = None) -> FleetPlan:
     """Plan ``cfg`` on each fleet (``"ml.p4d.24xlarge:8,ml.g5.48xlarge:4"`` or a list).
 
     ``measured``: ``--measured`` values (``"ml.p3dn.24xlarge:8=1.72it/s"``,
     ``"ml.p4d.24xlarge=base512.json"``, a rates file) or :class:`Measurement` objects;
     fleets of an instance type without one are estimated from first principles at ``mfu``.
     ``prices``: default the packaged table (:meth:`PriceTable.packaged`).
+    ``checkpoint_s``: seconds one checkpoint write stops training (default: estimated from
+    the checkpoint's size, :func:`albertkit.plan.spot.checkpoint_seconds`).
     """
     if not 0.0 < mfu <= 1.0:
         raise ConfigError(f"--mfu {mfu:g}: must be in (0, 1]")
+    if checkpoint_s is not None and checkpoint_s < 0:
+        raise ConfigError(f"--checkpoint-seconds {checkpoint_s:g}: must be 0 or more")
     if config_shape(cfg)[1] is None:  # a plugin's data kind may name its length otherwise
         raise ConfigError(f"data: kind '{cfg.data.kind}' gives no seq_length or "
                           "max_seq_length, which the plan needs to size the step")
@@ -376,80 +407,11 @@ def plan_fleets(cfg: TrainerConfig, fleets: str | Iterable[str | Fleet],
               "micro_batch_size": cfg.runtime.micro_batch_size,
               "max_steps": cfg.runtime.max_steps,
               "checkpoint_every_steps": cfg.checkpoint.every_steps}
+    if checkpoint_s is None:
+        checkpoint_s = checkpoint_seconds(spec)
     assumptions = {"mfu": mfu, "mfu_band": MFU_BAND, "link_efficiency": link_efficiency,
+                   "checkpoint_write_s": checkpoint_s,
                    "measurements": [asdict(m) for m in measurements]}
-    estimates = [plan_fleet(cfg, f, measurements, prices, mfu, link_efficiency)
+    estimates = [plan_fleet(cfg, f, measurements, prices, mfu, link_efficiency, checkpoint_s)
                  for f in fleet_list]
     return FleetPlan(estimates, prices, config, assumptions)
-
-
-# --------------------------------------------------------------------------- the table
-def _num(x: float | None, digits: int = 0) -> str:
-    if x is None or not math.isfinite(x):
-        return "-"
-    return f"{x:,.{digits}f}"
-
-
-def _ranged(mid: float | None, low: float | None, high: float | None, digits: int) -> str:
-    if mid is None:
-        return "-"
-    if low is None or high is None or abs(high - low) < 1e-9 * max(abs(mid), 1.0):
-        return _num(mid, digits)
-    return f"{_num(mid, digits)} ({_num(low, digits)}-{_num(high, digits)})"
-
-
-def _batch_cell(e: FleetEstimate, global_batch: int) -> str:
-    if not e.largest_micro_batch:
-        return "does not fit" if e.usable_gib is not None else "-"
-    if e.config_micro_batch_fits:
-        return f"{e.micro_batch} x {e.accumulation} (largest: {e.largest_micro_batch})"
-    per_gpu = global_batch // e.gpus
-    why = "does not fit" if per_gpu % e.config_micro_batch == 0 else (
-        f"does not divide {per_gpu} per GPU")
-    return f"{e.micro_batch} x {e.accumulation} ({e.config_micro_batch} {why})"
-
-
-def format_fleet_plan(plan: FleetPlan) -> str:
-    """:meth:`FleetPlan.format_table`: the table for people."""
-    c = plan.config
-    lines = [
-        f"ALBERT-{c['model_size']} (hidden {c['hidden_size']}, {c['num_hidden_layers']} layers), "
-        f"seq {c['seq_length']}, {c['precision']}, global batch {c['global_batch_size']}, "
-        f"{c['max_steps']:,} steps, checkpoint every {c['checkpoint_every_steps']} steps",
-        "",
-        "| fleet | GPUs | micro-batch x accumulation | step s | scaling | hours "
-        "| on demand USD | spot USD (hours, restarts) | basis |",
-        "|---|---|---|---:|---:|---:|---:|---:|---|",
-    ]
-    for e in plan.estimates:
-        spot = "-"
-        if e.cost_spot is not None:
-            spot = f"{_num(e.cost_spot)} ({_num(e.spot_hours, 1)} h, {e.spot_interruptions:.1f})"
-        eff = f"{100 * e.scaling_efficiency:.0f}%" if e.scaling_efficiency is not None else "-"
-        lines.append(
-            f"| {e.instance_type} x {e.instances} | {e.gpus} x {e.gpu or '-'} | {_batch_cell(e, c['global_batch_size'])} "
-            f"| {_ranged(e.step_s, e.step_s_low, e.step_s_high, 3)} | {eff} "
-            f"| {_ranged(e.hours, e.hours_low, e.hours_high, 1)} "
-            f"| {_ranged(e.cost_on_demand, e.cost_on_demand_low, e.cost_on_demand_high, 0)} "
-            f"| {spot} | {e.basis or 'not planned'} |")
-    lines.append("")
-    for name, best in (("fastest", plan.fastest), ("cheapest on demand", plan.cheapest_on_demand),
-                       ("cheapest on spot", plan.cheapest_spot)):
-        if best is not None:
-            lines.append(f"{name}: {best.instance_type} x {best.instances}")
-    for e in plan.estimates:
-        if e.source:
-            lines.append(f"{e.fleet}: {e.source}")
-        lines += [f"{e.fleet}: {p}" for p in e.problems]
-    p = plan.prices
-    lines.append(f"prices: {p.source}; as of {p.as_of}; spot "
-                 f"{p.spot_discount:.0%} below on demand unless given per type; one instance "
-                 f"interrupted every {p.spot_hours_between_interruptions:g} h, "
-                 f"{p.spot_restart_minutes:g} min per restart (assumptions: --prices FILE "
-                 "overrides)")
-    if any(e.basis == "estimated" for e in plan.estimates):
-        a = plan.assumptions
-        lines.append(f"estimated rows are not measurements: peak FLOP/s x MFU {a['mfu']:.0%}, "
-                     f"in brackets the range for MFU {a['mfu'] / a['mfu_band']:.0%}-"
-                     f"{a['mfu'] * a['mfu_band']:.0%}; measure with --measured for a plan")
-    return "\n".join(lines)

@@ -123,11 +123,10 @@ class PriceTable:
         """This table with what the price file at ``path`` names (YAML or JSON) put over it;
         errors name the file and the key."""
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ConfigError(f"--prices {path}: cannot read it ({e.strerror or e})") from None
-        raw = _parse(text, path)
+        raw = read_mapping_file(path, "--prices", "a price file")
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: not a price file: expected a mapping of "
+                              f"{', '.join(_FILE_KEYS)}")
         unknown = sorted(set(raw) - set(_FILE_KEYS))
         if unknown:
             raise ConfigError(f"{path}: unknown key {unknown[0]!r}; a price file has "
@@ -162,21 +161,22 @@ class PriceTable:
         }
 
 
-def _parse(text: str, path: Path) -> dict[str, Any]:
+def read_mapping_file(path: Path, flag: str, what: str, hint: str = "") -> Any:
+    """The parsed YAML (or ``.json``) file at ``path``; one-line errors naming ``flag``,
+    the file and ``what`` it should be."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        tail = f"; {hint}" if hint else ""
+        raise ConfigError(f"{flag} {path}: cannot read it ({e.strerror or e}){tail}") from None
     try:
         if path.suffix.lower() == ".json":
-            raw = json.loads(text)
-        else:
-            import yaml
+            return json.loads(text)
+        import yaml
 
-            raw = yaml.safe_load(text)
-    except ValueError as e:  # json.JSONDecodeError and yaml.YAMLError's parse errors
-        raise ConfigError(f"{path}: not a price file: {str(e).splitlines()[0]}") from None
-    except Exception as e:  # noqa: BLE001 - yaml's errors are not ValueErrors
-        raise ConfigError(f"{path}: not a price file: {str(e).splitlines()[0]}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: not a price file: expected a mapping of {', '.join(_FILE_KEYS)}")
-    return raw
+        return yaml.safe_load(text)
+    except Exception as e:  # noqa: BLE001 - JSON's and YAML's parse errors alike
+        raise ConfigError(f"{path}: not {what}: {str(e).splitlines()[0]}") from None
 
 
 def _number(value: Any, path: Path, key: str) -> float:

@@ -1,4 +1,4 @@
-"""Measured training rates for fleet plans (:mod:`albertkit.perf.fleet`): where they come
+"""Measured training rates for fleet plans (:mod:`albertkit.plan.fleet`): where they come
 from and what they were measured on.
 
 A measurement is a rate taken on one SageMaker instance type, in one of three forms, each
@@ -37,6 +37,7 @@ from typing import Any
 from albertkit.config import ConfigError, TrainerConfig
 from albertkit.errors import BenchmarkError
 from albertkit.hardware import INSTANCE_TYPES
+from albertkit.plan.prices import read_mapping_file
 
 _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(it/s|steps/s|seq/s)\s*$")
 
@@ -45,12 +46,15 @@ _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(it/s|steps/s|s
 class Measurement:
     """A measured rate on ``instance_type``: ``sequences_per_s`` over ``instances`` instances
     (all their GPUs), or over one GPU when ``instances`` is ``None`` (a 1-process benchmark).
-    ``source`` says what it was (printed with the plan)."""
+    ``source`` says what it was (printed with the plan); ``shape_checked``: whether the
+    measurement itself says what it ran (a benchmark or a run: checked against the config),
+    which a bare rate does not."""
 
     instance_type: str
     instances: int | None
     sequences_per_s: float
     source: str
+    shape_checked: bool = True
 
 
 def check_instance_type(instance_type: str, where: str = "--fleet") -> str:
@@ -112,7 +116,8 @@ def measurement(instance_type: str, count: int | None, value: str, cfg: TrainerC
         if number <= 0:
             raise ConfigError(f"--measured {instance_type}={value}: a rate must be above 0")
         per_s = number * cfg.runtime.global_batch_size if unit != "seq/s" else number
-        return Measurement(instance_type, count or 1, per_s, f"measured {number:g} {unit}")
+        return Measurement(instance_type, count or 1, per_s, f"measured {number:g} {unit}",
+                           shape_checked=False)
     path = Path(value) if base is None or Path(value).is_absolute() else base / value
     if path.is_dir() or path.name == "metrics.jsonl":
         return run_measurement(path, instance_type, count or 1, cfg)
@@ -203,20 +208,8 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 def read_rates_file(path: Path, cfg: TrainerConfig) -> list[Measurement]:
     """Measurements from a YAML/JSON mapping of ``INSTANCE[:COUNT]`` to rate or path."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"--measured {path}: cannot read it ({e.strerror or e}); give "
-                          "INSTANCE[:COUNT]=RATE|FILE or a rates file") from None
-    try:
-        if path.suffix.lower() == ".json":
-            raw = json.loads(text)
-        else:
-            import yaml
-
-            raw = yaml.safe_load(text)
-    except Exception as e:  # noqa: BLE001 - JSON and YAML parse errors alike
-        raise ConfigError(f"{path}: not a rates file: {str(e).splitlines()[0]}") from None
+    raw = read_mapping_file(path, "--measured", "a rates file",
+                            "give INSTANCE[:COUNT]=RATE|FILE or a rates file")
     if isinstance(raw, dict) and "settings" in raw and "results" in raw:
         raise ConfigError(f"--measured {path}: a benchmark result; name the instance type it "
                           f"ran on: --measured INSTANCE_TYPE={path}")
