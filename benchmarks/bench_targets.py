@@ -12,7 +12,8 @@ previous run's own load does not mark the next one noisy. Each run's full result
 ``OUT/<row>.json`` as soon as it finishes; a row whose file is already there is read, not
 measured again (``--rerun`` measures it again), so an interrupted session loses at most the
 run in progress. The checks go to ``OUT/targets.md`` and ``OUT/targets.json``; ``--from DIR``
-prints them from the results in DIR and writes nothing.
+prints them from the results in DIR and writes nothing. ``targets.md`` ends with the table
+docs/performance.md shows under "Current results" (``benchlib.targets.format_current``).
 
 On a CPU without bfloat16 instructions the mixed_bfloat16 rows are left out unless named in
 ``--rows`` (Hugging Face's emulated bfloat16 step takes minutes at base); their memory
@@ -143,11 +144,12 @@ def measure_rows(directory: Path, keys: list[str], args) -> dict:
 def report(results: dict, write_to: Path | None) -> int:
     """Print the runs and the checks; with ``write_to``, also write them there."""
     from albertkit.fileio import atomic_write_json, atomic_write_text
-    from benchlib.targets import evaluate, format_checks, format_rows
+    from benchlib.targets import evaluate, format_checks, format_current, format_rows
 
     checks = evaluate(results)
     text = (f"# Targets, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC\n\n"
-            f"{format_rows(results)}\n\n{format_checks(checks)}\n")
+            f"{format_rows(results)}\n\n{format_checks(checks)}\n\n"
+            f"## docs/performance.md, Current results\n\n{format_current(results)}\n")
     print()
     print(text)
     if write_to is not None:
