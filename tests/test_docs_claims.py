@@ -7,7 +7,8 @@ machine can check:
   exemptions of the layer test (``EXEMPT`` in tests/test_layers.py);
 * the table of public modules in docs/api-policy.md against the ``__all__`` lists
   (tests/public_api.txt, which tests/test_public_api.py keeps equal to the code);
-* README's "What is where" table against the files under src/albertkit;
+* README's "What is where" table against the files under src/albertkit, and README as a
+  front door (at most 110 lines, no dated measurement log);
 * the docstring examples in src/albertkit import only public names (the same rule
   tests/test_public_api.py applies to the examples and the documentation's code blocks);
 * the commands the current docs name for benchmark scripts name scripts that exist, and
@@ -284,6 +285,33 @@ def test_the_layout_check_finds_a_missing_package_and_a_stale_path(tmp_path):
     (tmp_path / "src/albertkit/errors.py").unlink()
     assert layout_claims(fixed, tmp_path) == [
         "`src/albertkit/errors.py` (row `src/albertkit/errors.py`, `fileio.py`) does not exist"]
+
+
+# ------------------------------------------------------------------ README, front door
+README_MAX_LINES = 110
+DATED = re.compile(r"\b\d{1,2}:\d{2}(?:-\d{1,2}:\d{2})? UTC\b|\bcommit [0-9a-f]{7,40}\b")
+
+
+def front_door_claims(readme: str) -> list[str]:
+    """README is a front door: at most ``README_MAX_LINES`` lines, and no dated
+    measurement log (a clock time in UTC or a commit; those go to CHANGELOG.md)."""
+    problems = [f"{n}: dated: {m.group(0)!r}" for n, line in enumerate(readme.splitlines(), 1)
+                for m in DATED.finditer(line)]
+    lines = len(readme.splitlines())
+    if lines > README_MAX_LINES:
+        problems.append(f"{lines} lines, more than {README_MAX_LINES}")
+    return problems
+
+
+def test_the_readme_is_a_front_door():
+    assert front_door_claims(_read("README.md")) == []
+
+
+def test_the_front_door_check_finds_a_dated_log():
+    planted = ("# x\n\nCI took 22.0 minutes (7 December 2026, 19:04-19:26 UTC, commit "
+               "c50c0cb).\n" + "line\n" * 110)
+    assert front_door_claims(planted) == ["3: dated: '19:04-19:26 UTC'",
+                                          "3: dated: 'commit c50c0cb'", "113 lines, more than 110"]
 
 
 # ----------------------------------------------------------------- docstring examples
