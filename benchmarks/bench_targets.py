@@ -252,6 +252,31 @@ def format_rows(results: Mapping[str, BenchmarkResult]) -> str:
     return "\n".join(lines)
 
 
+def format_current(results: Mapping[str, BenchmarkResult]) -> str:
+    """The "Current results" table of docs/performance.md, one line per run with Hugging
+    Face, in :data:`ROWS` order; a noisy run says so in its shape cell (the doc shows only
+    quiet runs). XLA: whether albertkit's compute step was compiled."""
+    mib = 2**20
+    lines = ["| shape | precision (XLA) | albertkit seq/s | HF seq/s | speed ratio "
+             "| peak RSS ak / HF MiB | memory ratio |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for row in ROWS:
+        r = results.get(row.key)
+        if r is None or "hf-pytorch" not in r.results:
+            continue
+        ak, hf = r.results["albertkit"], r.results["hf-pytorch"]
+        xla = "?" if ak.xla_plan is None else "on" if ak.xla_plan.compute else "off"
+        rates = [f"{s:.1f}" if s >= 100 else f"{s:.2f}"
+                 for s in (ak.sequences_per_s, hf.sequences_per_s)]
+        lines.append(
+            f"| {row.size} {row.seq_length} x {row.micro_batch}{' (NOISY)' if r.noisy else ''} "
+            f"| {row.precision} ({xla}) | {rates[0]} | {rates[1]} "
+            f"| {ak.sequences_per_s / hf.sequences_per_s:.2f}x "
+            f"| {ak.peak_bytes / mib:,.0f} / {hf.peak_bytes / mib:,.0f} "
+            f"| {ak.peak_bytes / hf.peak_bytes:.2f}x |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -357,7 +382,8 @@ def report(results: dict, write_to: Path | None) -> int:
     from albertkit.fileio import atomic_write_json, atomic_write_text
     checks = evaluate(results)
     text = (f"# Targets, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC\n\n"
-            f"{format_rows(results)}\n\n{format_checks(checks)}\n")
+            f"{format_rows(results)}\n\n{format_checks(checks)}\n\n"
+            f"## docs/performance.md, Current results\n\n{format_current(results)}\n")
     print()
     print(text)
     if write_to is not None:

@@ -20,6 +20,7 @@ bench = sys.modules["bench_targets"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)  # a script, not a package: its dataclasses need the entry
 ROWS, ROW_BY_KEY, TARGETS = bench.ROWS, bench.ROW_BY_KEY, bench.TARGETS
 evaluate, format_checks, format_rows = bench.evaluate, bench.format_checks, bench.format_rows
+format_current = bench.format_current
 
 
 def _result(ak_seq_s: float, speed: float | None = 1.0, memory: float = 1.0,
@@ -190,3 +191,22 @@ def test_script_measures_a_row_keeps_it_and_evaluates_saved_results(tmp_path):
     wrong = _run("--from", str(other), cwd=tmp_path)
     assert wrong.returncode == 1
     assert "base128-float32.json: not a run of base128-float32: size tiny" in wrong.stderr
+
+
+def test_the_docs_table_from_results():
+    # docs/performance.md's "Current results" table, computed by hand from these figures
+    from albertkit.perf.result import XlaChoice
+
+    def run(ak, hf, ak_mib, hf_mib, noisy=False):
+        xla = XlaChoice(compute=False, eval=False, reason="cpu")
+        fw = {name: FrameworkResult.model_construct(sequences_per_s=s, peak_bytes=m * 2**20,
+                                                    xla_plan=xla)
+              for name, s, m in (("albertkit", ak, ak_mib), ("hf-pytorch", hf, hf_mib))}
+        return BenchmarkResult.model_construct(results=fw, noisy=noisy)
+
+    table = format_current({"tiny128-float32": run(293.6, 159.7, 859, 779),
+                            "base128-float32": run(3.61, 3.02, 1809, 2357, noisy=True)})
+    assert table.splitlines()[2:] == [
+        "| base 128 x 8 (NOISY) | float32 (off) | 3.61 | 3.02 | 1.20x | 1,809 / 2,357 | 0.77x |",
+        "| tiny 128 x 32 | float32 (off) | 293.6 | 159.7 | 1.84x | 859 / 779 | 1.10x |",
+    ]

@@ -78,10 +78,12 @@ class FinetuneDatasets:
         tokenizer_dir: the tokenizer the features were made with (copied into the run).
 
     Example:
-        >>> from albertkit.distributed.single import SingleProcess
+        >>> from albertkit.config import DistributedConfig
+        >>> from albertkit.distributed import build_distributor
         >>> ids = np.arange(40, dtype=np.int32).reshape(10, 4)  # 10 examples of 4 tokens
         >>> y = np.arange(10, dtype=np.int32) % 2
-        >>> data = FinetuneDatasets({"input_ids": ids, "labels": y}, None, 4, 0, SingleProcess())
+        >>> data = FinetuneDatasets({"input_ids": ids, "labels": y}, None, 4, 0,
+        ...                         build_distributor(DistributedConfig()))
         >>> data.num_train, data.has_eval
         (10, False)
         >>> batch = next(iter(data.train(skip_micro_batches=0, accum=2)))

@@ -26,17 +26,21 @@ ends early raises ``InvalidArgumentError`` naming the file.
 Example (a shard of 8 statically masked examples, written here; real shards come from
 :func:`albertkit.data.writer.prepare_pretraining_data`):
     >>> import numpy as np
-    >>> from albertkit.data.tfrecord import RecordWriter, encode_examples
+    >>> import tensorflow as tf
     >>> n, L, P = 8, 16, 3
     >>> ids = np.random.default_rng(0).integers(5, 100, (n, L))
-    >>> examples = {"input_ids": ids, "input_mask": np.ones((n, L), int),
-    ...             "segment_ids": np.zeros((n, L), int),
-    ...             "masked_lm_positions": np.tile([1, 2, 3], (n, 1)),
-    ...             "masked_lm_ids": ids[:, 1:4], "masked_lm_weights": np.ones((n, P), np.float32),
-    ...             "next_sentence_labels": np.zeros((n, 1), int)}
-    >>> with RecordWriter("train-00000-of-00001.tfrecord") as shard:
-    ...     for record in encode_examples(examples):
-    ...         shard.write(record)
+    >>> def example(i):  # one record: int64 lists, and masked_lm_weights as floats
+    ...     ints = {"input_ids": ids[i], "input_mask": [1] * L, "segment_ids": [0] * L,
+    ...             "masked_lm_positions": [1, 2, 3], "masked_lm_ids": ids[i, 1:4],
+    ...             "next_sentence_labels": [0]}
+    ...     feature = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+    ...                for k, v in ints.items()}
+    ...     feature["masked_lm_weights"] = tf.train.Feature(
+    ...         float_list=tf.train.FloatList(value=[1.0] * P))
+    ...     return tf.train.Example(features=tf.train.Features(feature=feature))
+    >>> with tf.io.TFRecordWriter("train-00000-of-00001.tfrecord") as shard:
+    ...     for i in range(n):
+    ...         shard.write(example(i).SerializeToString())
     >>> ds = build_pretraining_dataset(["train-*.tfrecord"], seq_length=L,
     ...                                max_predictions_per_seq=P, batch_size=4)
     >>> batch = next(iter(ds))

@@ -9,7 +9,7 @@ the ids (:class:`TokenizerIdentity`): the vocabulary size, the special token ids
 tokenizer's sha256 (model bytes plus normalisation flags, :attr:`Tokenizer.sha256`).
 
 Example (a tokenizer compared with itself and with a record that differs in one id):
-    >>> from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
+    >>> from albertkit.data import TokenizerConfig, train_tokenizer
     >>> lines = [f"a {a} cat sat on a {b} mat." for a in ("red", "big", "old", "shy", "tall",
     ...          "small") for b in ("blue", "flat", "new", "wet", "soft", "warm")]
     >>> _ = train_tokenizer(None, "tok", TokenizerConfig(vocab_size=36, num_threads=1),

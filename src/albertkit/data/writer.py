@@ -29,7 +29,7 @@ Feature format (Google ALBERT): static files hold ``input_ids``, ``input_mask``,
 ``next_sentence_labels``, and are masked by the reader.
 
 Example (a corpus of 40 small documents, one per line, and a tokenizer trained on it):
-    >>> from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
+    >>> from albertkit.data import TokenizerConfig, train_tokenizer
     >>> docs = [" ".join(f"Document {d} has sentence {s}, a short one." for s in range(6))
     ...         for d in range(40)]
     >>> _ = Path("corpus.txt").write_text("\\n".join(docs) + "\\n")

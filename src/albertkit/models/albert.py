@@ -361,8 +361,8 @@ class AlbertEncoder(keras.Model):
             ``"full"``, False ``"none"``.
 
     Example:
-        >>> from albertkit.config.sizes import SIZES, AlbertSpec
-        >>> enc = AlbertEncoder(AlbertSpec(**SIZES["tiny"]))
+        >>> from albertkit.config import ModelConfig
+        >>> enc = AlbertEncoder(ModelConfig(size="tiny").spec)
         >>> out = enc.build_for(seq_length=16)
         >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
         ((1, 16, 128), (1, 128))
@@ -547,8 +547,8 @@ class AlbertForPretraining(_AlbertHeadModel):
     (``full_mlm_logits`` computes them, for tests and for HF's ``AlbertForMaskedLM`` view).
 
     Example:
-        >>> from albertkit.config.sizes import SIZES, AlbertSpec
-        >>> model = AlbertForPretraining(AlbertSpec(**SIZES["tiny"]))
+        >>> from albertkit.config import ModelConfig
+        >>> model = AlbertForPretraining(ModelConfig(size="tiny").spec)
         >>> out = model.build_for(seq_length=16, max_predictions=3)
         >>> tuple(out["mlm_logits"].shape), tuple(out["sop_logits"].shape)
         ((1, 3, 3000), (1, 2))
@@ -611,8 +611,8 @@ class AlbertForQuestionAnswering(_AlbertHeadModel):
     reads the no-answer score at position 0 ([CLS]).
 
     Example:
-        >>> from albertkit.config.sizes import SIZES, AlbertSpec
-        >>> model = AlbertForQuestionAnswering(AlbertSpec(**SIZES["tiny"]))
+        >>> from albertkit.config import ModelConfig
+        >>> model = AlbertForQuestionAnswering(ModelConfig(size="tiny").spec)
         >>> tuple(model.build_for(seq_length=16)["start_logits"].shape)
         (1, 16)
     """
@@ -652,8 +652,8 @@ class AlbertForSequenceClassification(_AlbertHeadModel):
     Output: ``logits`` [B, num_labels] (float32); ``num_labels=1`` is regression.
 
     Example:
-        >>> from albertkit.config.sizes import SIZES, AlbertSpec
-        >>> model = AlbertForSequenceClassification(AlbertSpec(**SIZES["tiny"]), num_labels=3)
+        >>> from albertkit.config import ModelConfig
+        >>> model = AlbertForSequenceClassification(ModelConfig(size="tiny").spec, num_labels=3)
         >>> tuple(model.build_for(seq_length=16)["logits"].shape)
         (1, 3)
     """

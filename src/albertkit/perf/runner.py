@@ -14,7 +14,7 @@ takes longer than a test should; the settings are checked here):
     >>> settings.sequences_per_step, settings.compare  # albertkit alone
     (2, [])
     >>> result = measure(settings)  # doctest: +SKIP
-    >>> from albertkit.perf.table import format_table
+    >>> from albertkit.perf import format_table
     >>> print(format_table(result))  # doctest: +SKIP
 """
 

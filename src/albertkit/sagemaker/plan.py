@@ -17,7 +17,7 @@ name prefix and a hash of the training settings), which ``plan()`` shows.
 
 Example:
     >>> from albertkit import TrainerConfig
-    >>> from albertkit.sagemaker.submit import to_sagemaker
+    >>> from albertkit.sagemaker import to_sagemaker
     >>> cfg = TrainerConfig.model_validate({"data": {"kind": "synthetic"}, "sagemaker": {
     ...     "role_arn": "arn:aws:iam::123456789012:role/albertkit-sagemaker",
     ...     "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:latest",

@@ -139,8 +139,8 @@ class ClassificationTask(Task):
         remat: what the backward pass recomputes (``RematMode``: none, selective, full).
 
     Example (SST-2-style files, a tokenizer trained on their sentences, a tiny model):
-        >>> from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
-        >>> from albertkit.distributed.single import SingleProcess
+        >>> from albertkit.data import TokenizerConfig, train_tokenizer
+        >>> from albertkit.distributed import build_distributor
         >>> good = ["great", "fine", "warm", "bright", "lovely"]
         >>> bad = ["dull", "awful", "cold", "dark", "boring"]
         >>> rows = [(f"a {word} film about {topic}.", int(word in good)) for word in good + bad
@@ -160,7 +160,7 @@ class ClassificationTask(Task):
         >>> task.num_labels, task.best_metric
         (2, ('accuracy', True))
         >>> model = task.build_model()
-        >>> metrics = task.evaluate(model, None, task.datasets(cfg, SingleProcess()), cfg, None)
+        >>> metrics = task.evaluate(model, None, task.datasets(cfg, build_distributor(cfg.distributed)), cfg, None)
         >>> sorted(metrics), metrics["examples"]
         (['accuracy', 'accuracy_f1', 'examples', 'f1', 'loss', 'mcc'], 40.0)
     """

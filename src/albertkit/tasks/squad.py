@@ -202,8 +202,8 @@ class SquadTask(Task):
         remat: what the backward pass recomputes (``RematMode``: none, selective, full).
 
     Example (five SQuAD v1.1 questions, a tokenizer trained on their text, a tiny model):
-        >>> from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
-        >>> from albertkit.distributed.single import SingleProcess
+        >>> from albertkit.data import TokenizerConfig, train_tokenizer
+        >>> from albertkit.distributed import build_distributor
         >>> def paragraph(i, color, port):
         ...     context = f"The {color} ship sailed to {port} in the spring."
         ...     answer = {"text": port, "answer_start": context.index(port)}
@@ -230,7 +230,7 @@ class SquadTask(Task):
         >>> task.best_metric
         ('f1', True)
         >>> model = task.build_model()
-        >>> data = task.datasets(cfg, SingleProcess())
+        >>> data = task.datasets(cfg, build_distributor(cfg.distributed))
         >>> metrics = task.evaluate(model, None, data, cfg, "run")  # the official keys
         >>> sorted(metrics)
         ['exact_match', 'f1']

@@ -61,18 +61,19 @@ class TrainStep:
     Example (a tiny pretraining model, two micro-batches of 4 per step, run eagerly: no
     graph to trace, so it starts at once):
         >>> import numpy as np
-        >>> from albertkit.config.sizes import AlbertSpec
-        >>> from albertkit.distributed.single import SingleProcess
-        >>> from albertkit.tasks.pretraining import PretrainingTask
+        >>> from albertkit.config import AlbertSpec, DistributedConfig
+        >>> from albertkit.distributed import build_distributor
+        >>> from albertkit.tasks import task_class
         >>> spec = AlbertSpec(vocab_size=101, embedding_size=16, hidden_size=32,
         ...                   num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
         ...                   max_position_embeddings=64)
-        >>> task = PretrainingTask(spec, seq_length=16, max_predictions_per_seq=3,
-        ...                        micro_batch_size=4)
+        >>> task = task_class("pretraining")(spec, seq_length=16, max_predictions_per_seq=3,
+        ...                                  micro_batch_size=4)
         >>> keras.utils.set_random_seed(0)
         >>> model = task.build_model()
-        >>> step = TrainStep(task, model, keras.optimizers.SGD(0.1), SingleProcess(),
-        ...                  RuntimeConfig(eager=True), accumulation_steps=2, clip_norm=1.0)
+        >>> step = TrainStep(task, model, keras.optimizers.SGD(0.1),
+        ...                  build_distributor(DistributedConfig()), RuntimeConfig(eager=True),
+        ...                  accumulation_steps=2, clip_norm=1.0)
         >>> rng = np.random.default_rng(0)
         >>> batch = {**task.dummy_batch(8), "input_ids": rng.integers(5, 101, (8, 16)),
         ...          "masked_lm_positions": np.tile([1, 5, 9], (8, 1)),

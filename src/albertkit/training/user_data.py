@@ -31,13 +31,13 @@ Only the single-process backend takes user data or a user optimizer: with severa
 process; :func:`check_backend` refuses them.
 
 Example (the features one example of a task needs):
-    >>> from albertkit.config.sizes import AlbertSpec
-    >>> from albertkit.tasks.pretraining import PretrainingTask
+    >>> from albertkit.config import AlbertSpec
+    >>> from albertkit.tasks import task_class
     >>> spec = AlbertSpec(vocab_size=101, embedding_size=16, hidden_size=32,
     ...                   num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
     ...                   max_position_embeddings=64)
-    >>> task = PretrainingTask(spec, seq_length=16, max_predictions_per_seq=3,
-    ...                        micro_batch_size=4)
+    >>> task = task_class("pretraining")(spec, seq_length=16, max_predictions_per_seq=3,
+    ...                                  micro_batch_size=4)
     >>> describe(expected_features(task))
     'input_ids (16,) int, input_mask (16,) int, segment_ids (16,) int, masked_lm_positions (3,) int, masked_lm_ids (3,) int, masked_lm_weights (3,) float, next_sentence_labels () int'
 """
