@@ -136,11 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(argv)  # re-used by the local N-process launcher (--nproc)
     setup_console_logging(debug=args.debug)
     try:
-        if "ALBERTKIT_PLUGINS" in os.environ or args.command == "plugins":
+        if "ALBERTKIT_PLUGINS" in os.environ:
             from albertkit.config.registry import limit_plugins, plugin_names
 
             # the plugins this process may load (all when unset): read here, not in configs
-            limit_plugins(plugin_names(os.environ.get("ALBERTKIT_PLUGINS")))
+            limit_plugins(plugin_names(os.environ["ALBERTKIT_PLUGINS"]))
         if args.command in TENSORFLOW_COMMANDS and not _supervises(args):
             from albertkit.tfstart import start_tensorflow
 
