@@ -261,6 +261,8 @@ def test_plan_and_launch_dry_run_show_the_same_estimate(tmp_path, reference_yaml
     (["--measured", "ml.nope.2xlarge=1it/s"], "unknown instance type 'ml.nope.2xlarge'"),
     (["--measured", "ml.m5.large=1it/s"], "--measured ml.m5.large: has no GPU"),
     (["--fleet", "ml.p3dn.24xlarge:8", "--prices", "missing.yaml"], "--prices missing.yaml"),
+    (["--fleet", "ml.p3dn.24xlarge:8", "--checkpoint-seconds", "-1"],
+     "--checkpoint-seconds -1: must be 0 or more"),
 ])
 def test_bad_input_is_one_line_naming_the_value(reference_yaml, capsys, argv, message):
     assert main(["plan", "--config", str(reference_yaml), *argv]) == 2

@@ -153,46 +153,55 @@ class FleetEstimate:
         return asdict(self)
 
 
+class Ranking:
+    """The fastest and cheapest of a plan's rows (fleets, or a recipe's totals per fleet):
+    ``fastest``, ``cheapest_on_demand``, ``cheapest_spot`` (``None`` when no row has the
+    figure), and :meth:`ranking` for JSON."""
+
+    def _rows(self) -> list[Any]:
+        raise NotImplementedError
+
+    def _best(self, key: str) -> Any:
+        rows = [e for e in self._rows() if getattr(e, key) is not None]
+        return min(rows, key=lambda e: getattr(e, key)) if rows else None
+
+    @property
+    def fastest(self) -> Any:
+        return self._best("hours")
+
+    @property
+    def cheapest_on_demand(self) -> Any:
+        return self._best("cost_on_demand")
+
+    @property
+    def cheapest_spot(self) -> Any:
+        return self._best("cost_spot")
+
+    def ranking(self) -> dict[str, str | None]:
+        """Each ranking's fleet label (``ml.p4d.24xlarge:8``)."""
+        return {name: (row.fleet if row else None) for name, row in (
+            ("fastest", self.fastest), ("cheapest_on_demand", self.cheapest_on_demand),
+            ("cheapest_spot", self.cheapest_spot))}
+
+
 @dataclass(frozen=True)
-class FleetPlan:
-    """The plans of several fleets for one config, with the prices and assumptions used."""
+class FleetPlan(Ranking):
+    """The plans of several fleets for one config, with the prices and assumptions used;
+    ``fastest``, ``cheapest_on_demand`` and ``cheapest_spot`` name the best rows."""
 
     estimates: list[FleetEstimate]
     prices: PriceTable
     config: dict[str, Any]
     assumptions: dict[str, Any]
 
-    def _best(self, key: str) -> FleetEstimate | None:
-        rows = [e for e in self.estimates if getattr(e, key) is not None]
-        return min(rows, key=lambda e: getattr(e, key)) if rows else None
-
-    @property
-    def fastest(self) -> FleetEstimate | None:
-        return self._best("hours")
-
-    @property
-    def cheapest_on_demand(self) -> FleetEstimate | None:
-        return self._best("cost_on_demand")
-
-    @property
-    def cheapest_spot(self) -> FleetEstimate | None:
-        return self._best("cost_spot")
+    def _rows(self) -> list[FleetEstimate]:
+        return self.estimates
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON layout ``albertkit plan --json`` prints (``schema`` names its version)."""
-        def label(e: FleetEstimate | None) -> str | None:
-            return e.fleet if e else None
-
-        return {
-            "schema": PLAN_SCHEMA,
-            "config": self.config,
-            "assumptions": self.assumptions,
-            "prices": self.prices.as_dict(),
-            "fleets": [e.as_dict() for e in self.estimates],
-            "fastest": label(self.fastest),
-            "cheapest_on_demand": label(self.cheapest_on_demand),
-            "cheapest_spot": label(self.cheapest_spot),
-        }
+        return {"schema": PLAN_SCHEMA, "config": self.config, "assumptions": self.assumptions,
+                "prices": self.prices.as_dict(),
+                "fleets": [e.as_dict() for e in self.estimates], **self.ranking()}
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), indent=2)

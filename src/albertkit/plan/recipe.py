@@ -39,7 +39,14 @@ from typing import Any
 from albertkit.config import ConfigError, TrainerConfig
 from albertkit.errors import AlbertkitError
 from albertkit.hardware import DEFAULT_MFU
-from albertkit.plan.fleet import LINK_EFFICIENCY, Fleet, FleetEstimate, FleetPlan, plan_fleets
+from albertkit.plan.fleet import (
+    LINK_EFFICIENCY,
+    Fleet,
+    FleetEstimate,
+    FleetPlan,
+    Ranking,
+    plan_fleets,
+)
 from albertkit.plan.measured import Measurement, parse_measured
 from albertkit.plan.prices import PriceTable
 
@@ -83,40 +90,23 @@ def _total(rows: Sequence[FleetEstimate]) -> RecipeTotal:
 
 
 @dataclass(frozen=True)
-class RecipePlan:
-    """The plans of a recipe's phases on the same fleets, and each fleet's total."""
+class RecipePlan(Ranking):
+    """The plans of a recipe's phases on the same fleets, and each fleet's total;
+    ``fastest``, ``cheapest_on_demand`` and ``cheapest_spot`` rank the totals."""
 
     phases: list[FleetPlan]
     totals: list[RecipeTotal]
     sources: list[str]  # where each phase's config came from
 
-    def _best(self, key: str) -> RecipeTotal | None:
-        rows = [t for t in self.totals if getattr(t, key) is not None]
-        return min(rows, key=lambda t: getattr(t, key)) if rows else None
-
-    @property
-    def fastest(self) -> RecipeTotal | None:
-        return self._best("hours")
-
-    @property
-    def cheapest_on_demand(self) -> RecipeTotal | None:
-        return self._best("cost_on_demand")
-
-    @property
-    def cheapest_spot(self) -> RecipeTotal | None:
-        return self._best("cost_spot")
+    def _rows(self) -> list[RecipeTotal]:
+        return self.totals
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON layout ``albertkit plan --json`` prints for several configs: each
         phase's plan (the one-config layout), the totals and the ranking of the totals."""
-        def label(t: RecipeTotal | None) -> str | None:
-            return t.fleet if t else None
-
         return {"schema": 1, "phases": [p.as_dict() for p in self.phases],
                 "sources": self.sources, "totals": [asdict(t) for t in self.totals],
-                "fastest": label(self.fastest),
-                "cheapest_on_demand": label(self.cheapest_on_demand),
-                "cheapest_spot": label(self.cheapest_spot)}
+                **self.ranking()}
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), indent=2)
