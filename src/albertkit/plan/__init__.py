@@ -12,7 +12,9 @@ estimated from first principles) into hours and cost:
 * :mod:`albertkit.plan.cost` -- :func:`predict`, the data-parallel communication-cost model;
 * :mod:`albertkit.plan.measured` -- rates measured on the target instances;
 * :mod:`albertkit.plan.prices` -- :class:`PriceTable`, the dated price table and its
-  overrides; :mod:`albertkit.plan.table` -- the tables printed for people.
+  overrides.
+
+Each plan prints itself for people (``format_table()``) beside its own module's code.
 
 Nothing here imports TensorFlow. The public names (``__all__``) are importable from here.
 """

@@ -45,6 +45,9 @@ from albertkit.plan.fleet import (
     FleetEstimate,
     FleetPlan,
     Ranking,
+    _num,
+    _ranged,
+    format_fleet_plan,
     plan_fleets,
 )
 from albertkit.plan.measured import Measurement, parse_measured
@@ -113,8 +116,6 @@ class RecipePlan(Ranking):
 
     def format_table(self) -> str:
         """Each phase's table, then the totals per fleet."""
-        from albertkit.plan.table import format_recipe_plan
-
         return format_recipe_plan(self)
 
 
@@ -179,3 +180,33 @@ def plan_recipe(phases: Sequence[TrainerConfig], fleets: str | Iterable[str | Fl
     totals = [_total(rows) for rows in zip(*(p.estimates for p in plans), strict=True)]
     names = list(sources) if sources else [f"phase {i}" for i in range(1, len(phases) + 1)]
     return RecipePlan(plans, totals, names)
+
+
+def format_recipe_plan(recipe: RecipePlan) -> str:
+    """:meth:`RecipePlan.format_table`: each phase's table, then the recipe's total per
+    fleet."""
+    lines = []
+    for i, plan in enumerate(recipe.phases, 1):
+        lines += [f"## Phase {i}: {recipe.sources[i - 1]}", "", format_fleet_plan(plan), ""]
+    lines += [
+        f"## The recipe: {len(recipe.phases)} phases", "",
+        "| fleet | GPUs | hours | on demand USD | spot USD (hours) | spot at the best "
+        "intervals | basis |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for t in recipe.totals:
+        spot = "-" if t.cost_spot is None else f"{_num(t.cost_spot)} ({_num(t.spot_hours, 1)} h)"
+        lines.append(
+            f"| {t.instance_type} x {t.instances} | {t.gpus} | "
+            f"{_ranged(t.hours, t.hours_low, t.hours_high, 1)} | "
+            f"{_ranged(t.cost_on_demand, t.cost_on_demand_low, t.cost_on_demand_high, 0)} | "
+            f"{spot} | {_num(t.cost_spot_best)} | {t.basis or 'not planned'} |")
+    lines.append("")
+    for name, best in (("fastest", recipe.fastest), ("cheapest on demand",
+                                                     recipe.cheapest_on_demand),
+                       ("cheapest on spot", recipe.cheapest_spot)):
+        if best is not None:
+            lines.append(f"{name}: {best.instance_type} x {best.instances}")
+    for t in recipe.totals:
+        lines += [f"{t.fleet}: {p}" for p in t.problems]
+    return "\n".join(lines)
