@@ -338,10 +338,6 @@ DataConfig = Annotated[
 ]
 """The ``data`` section: one of the data kinds, chosen by its ``kind`` field."""
 
-# The built-in tasks; plugins may register more (`albertkit.config.registry`).
-TaskName = Literal["pretraining", "squad", "classification"]
-"""What a config trains (``TrainerConfig.task``): albertkit's own tasks."""
-
 TASK_OF_KIND: Mapping[str, str] = TaskOfKind()
 """What each data kind (``data.kind``) trains: the one mapping (the config's ``task``, the
 task builder and the report read it here), a read-only view of the registry, so it also

@@ -29,7 +29,6 @@ The public names (``__all__``) are importable from here.
 from typing import TYPE_CHECKING
 
 from albertkit._lazy import lazy_exports
-from albertkit.errors import BenchmarkError
 
 if TYPE_CHECKING:
     from albertkit.perf.cost import ScalingPrediction, predict
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BatchPlan",
-    "BenchmarkError",
     "BenchmarkResult",
     "BenchmarkSettings",
     "FleetEstimate",
@@ -76,4 +74,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "plan_fleets": "fleet",
     "plan_table": "memory",
     "predict": "cost",
+}, deprecated={
+    # a name of albertkit 0.2, deprecated in 0.3 (docs/api-policy.md): its home is errors
+    "BenchmarkError": ("albertkit.errors:BenchmarkError", "0.4"),
 })

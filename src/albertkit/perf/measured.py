@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from albertkit.config import ConfigError, TrainerConfig
-from albertkit.errors import BenchmarkError
+from albertkit.config import TrainerConfig
+from albertkit.errors import BenchmarkError, ConfigError
 from albertkit.hardware import INSTANCE_TYPES
 
 _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(it/s|steps/s|seq/s)\s*$")

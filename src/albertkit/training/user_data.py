@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from albertkit.config import ConfigError, TrainerConfig, UserClassificationData, UserPretrainingData
-from albertkit.errors import DatasetError, TrainingError
+from albertkit.config import TrainerConfig, UserClassificationData, UserPretrainingData
+from albertkit.errors import ConfigError, DatasetError, TrainingError
 
 if TYPE_CHECKING:
     import keras
