@@ -152,7 +152,7 @@ def _is_dataset(value: Any) -> bool:
 
 
 class UserData:
-    """A :class:`~albertkit.tasks.base.TaskData` over the user's datasets.
+    """A :class:`~albertkit.tasks.TaskData` over the user's datasets.
 
     Args:
         task: the run's task (its features and micro-batch size).
