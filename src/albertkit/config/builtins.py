@@ -6,6 +6,8 @@ The task classes are named by path: registering them imports no TensorFlow.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Literal
 
 from pydantic import BaseModel
@@ -23,20 +25,20 @@ from albertkit.config.registry import register_optimizer, register_size, registe
 from albertkit.config.sections import AdamWConfig, LambConfig
 from albertkit.config.sizes import SIZES
 
-BUILTIN_TASKS: dict[str, tuple[str, tuple[type[BaseModel], ...]]] = {
+BUILTIN_TASKS: Mapping[str, tuple[str, tuple[type[BaseModel], ...]]] = MappingProxyType({
     "pretraining": ("albertkit.tasks.pretraining:PretrainingTask",
                     (SyntheticData, TFRecordData, DemoData, UserPretrainingData)),
     "squad": ("albertkit.tasks.squad:SquadTask", (SquadData,)),
     "classification": ("albertkit.tasks.classification:ClassificationTask",
                        (ClassificationData, UserClassificationData)),
-}
+})
 """albertkit's own tasks, the one list of them: name -> (the task class's path, the data
 kinds it reads). :data:`TaskName` and ``albertkit.tasks.TASK_NAMES`` are made from it."""
 
 # The built-in tasks' names; plugins may register more (`albertkit.config.registry`).
 TaskName = Literal[tuple(BUILTIN_TASKS)]  # type: ignore[valid-type]  # made from the table
-"""What a config trains (``TrainerConfig.task``): albertkit's own tasks, ``pretraining``,
-``squad`` and ``classification`` (the keys of :data:`BUILTIN_TASKS`)."""
+"""What a config trains (``TrainerConfig.task``): albertkit's own tasks, the keys of
+:data:`BUILTIN_TASKS`."""
 
 
 def register_builtins() -> None:
