@@ -68,7 +68,7 @@ def main() -> int:
     out = _shared.out_dir(args, __file__)
 
     from albertkit import AlbertTrainer, TrainerConfig
-    from albertkit.tasks import evaluate_files
+    from albertkit.tasks import evaluate_squad_files
 
     train_file = args.train_file or _shared.write_squad_fixture(
         out / "data" / f"squad-v{args.version}.json", args.version)
@@ -103,7 +103,7 @@ def main() -> int:
     print("files:", ", ".join(sorted(f.name for f in squad_eval.glob("*.json"))))
     # Re-score predictions.json from disk exactly as `albertkit evaluate-squad` does.
     na_prob = squad_eval / "null_odds.json" if args.version == "2.0" else None
-    scores = evaluate_files(eval_file, squad_eval / "predictions.json", na_prob)
+    scores = evaluate_squad_files(eval_file, squad_eval / "predictions.json", na_prob)
     shown = {k: round(v, 2) for k, v in scores.items() if isinstance(v, float)}
     print("official metric:", json.dumps(shown))
     print("best checkpoint:", trainer.summary["best"])

@@ -131,7 +131,7 @@ def test_synthetic_source_starts_at_its_position():
 
 
 def test_finetune_stream_restores_and_covers_each_epoch():
-    from albertkit.data.finetune import FinetuneDatasets
+    from albertkit.data import ExampleData
     from albertkit.distributed.single import SingleProcess
 
     class Rank(SingleProcess):
@@ -144,7 +144,7 @@ def test_finetune_stream_restores_and_covers_each_epoch():
     arrays = {"x": np.arange(13, dtype=np.int32)}
     seen = []
     for rank in range(2):
-        data = FinetuneDatasets(arrays, None, 3, seed=7, distributor=Rank(rank))
+        data = ExampleData(arrays, None, micro_batch_size=3, seed=7, distributor=Rank(rank))
         straight = [b["x"].numpy() for b in itertools.islice(data.train(0, accum=2), 6)]
         for start in (2, 4, 6, 8):  # micro-batches consumed: whole steps of accum=2
             resumed = [b["x"].numpy()

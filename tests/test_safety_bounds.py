@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from albertkit.data.finetune import load_hf_tokenizer
-from albertkit.data.squad import SquadFormatError, convert_examples, read_squad
+from albertkit.data.squad import SquadFormatError, convert_squad_examples, read_squad
 
 SMALL = dict(max_seq_length=48, doc_stride=12, max_query_length=16)
 
@@ -40,7 +40,7 @@ def test_windows_per_question_are_bounded_before_features_exist(tmp_path, tokeni
     built = []
     monkeypatch.setattr(squad, "_max_context", lambda *a: built.append(1) or None)
     with pytest.raises(SquadFormatError) as e:
-        convert_examples(examples, tokenizer, **SMALL, max_windows_per_example=50)
+        convert_squad_examples(examples, tokenizer, **SMALL, max_windows_per_example=50)
     msg = str(e.value)
     assert msg.startswith(f"{path}: data[0].paragraphs[0].qas[0] (id=q0): the ")
     assert "data.max_windows_per_example=50" in msg and "doc_stride=12" in msg
@@ -50,15 +50,15 @@ def test_windows_per_question_are_bounded_before_features_exist(tmp_path, tokeni
 def test_total_windows_are_bounded(tmp_path, tokenizer):
     path = _long_squad(tmp_path, words=140, questions=40)
     examples = read_squad(path, "2.0")
-    per_question = len(convert_examples(examples[:1], tokenizer, **SMALL))
+    per_question = len(convert_squad_examples(examples[:1], tokenizer, **SMALL))
     assert per_question > 1
     limit = per_question * 10 + 1
     with pytest.raises(SquadFormatError, match=rf"^{path}: more than "
                        rf"data\.max_total_windows={limit} windows of 48 tokens \(reached at "
                        r"question 11 of 40"):
-        convert_examples(examples, tokenizer, **SMALL, max_total_windows=limit, source=str(path))
+        convert_squad_examples(examples, tokenizer, **SMALL, max_total_windows=limit, source=str(path))
     # exactly at the limit is fine
-    feats = convert_examples(examples[:10], tokenizer, **SMALL, max_total_windows=limit - 1)
+    feats = convert_squad_examples(examples[:10], tokenizer, **SMALL, max_total_windows=limit - 1)
     assert len(feats) == limit - 1
 
 
@@ -69,7 +69,7 @@ def test_default_limits_are_generous_for_real_squad(tokenizer):
     fixture = Path(__file__).parent / "fixtures" / "squad_v2_small.json"
     d = SquadData(train_file=fixture, tokenizer=".")
     assert d.max_windows_per_example == 64 and d.max_total_windows == 1_000_000
-    feats = convert_examples(read_squad(fixture, "2.0"), tokenizer, **SMALL)
+    feats = convert_squad_examples(read_squad(fixture, "2.0"), tokenizer, **SMALL)
     assert len(feats) > 0
 
 

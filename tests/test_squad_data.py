@@ -13,14 +13,14 @@ import pytest
 from albertkit.cli.finetune import add_evaluate_squad_parser
 from albertkit.data.finetune import load_hf_tokenizer
 from albertkit.data.squad import (
-    convert_examples,
+    convert_squad_examples,
     parse_squad,
     read_squad,
     read_squad_json,
 )
 from albertkit.errors import SquadFormatError
 from albertkit.tasks import squad_metrics as sm
-from albertkit.tasks.squad import postprocess
+from albertkit.tasks.squad import postprocess_squad
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V1 = FIXTURES / "squad_v1_small.json"
@@ -148,7 +148,7 @@ def test_gold_positions_reproduce_the_answers(tokenizer, path, version):
     normalisation) in every window that holds it; windows holding only part of the answer
     (cut by the doc stride) and unanswerable questions point at [CLS]."""
     examples = read_squad(path, version)
-    feats = convert_examples(examples, tokenizer, **SMALL)
+    feats = convert_squad_examples(examples, tokenizer, **SMALL)
     starts, ends = feats.arrays["start_positions"], feats.arrays["end_positions"]
     found = {ex.qid: 0 for ex in examples if not ex.is_impossible}
     split_windows = 0
@@ -185,7 +185,7 @@ def test_gold_positions_reproduce_the_answers(tokenizer, path, version):
 
 def test_windows_cover_the_context_and_max_context_is_unique(tokenizer):
     examples = read_squad(V1, "1.1")
-    feats = convert_examples(examples, tokenizer, **SMALL)
+    feats = convert_squad_examples(examples, tokenizer, **SMALL)
     for ei, ex in enumerate(examples):
         rows = np.nonzero(feats.example_index == ei)[0]
         n_tokens = len(tokenizer(ex.context, add_special_tokens=False)["input_ids"])
@@ -216,7 +216,7 @@ def test_windows_cover_the_context_and_max_context_is_unique(tokenizer):
 
 def test_default_window_sizes_keep_one_window_per_question(tokenizer):
     examples = read_squad(V1, "1.1")
-    feats = convert_examples(examples, tokenizer)  # 384 / 128 / 64
+    feats = convert_squad_examples(examples, tokenizer)  # 384 / 128 / 64
     assert len(feats) == len(examples)
     assert feats.arrays["input_ids"].shape == (len(examples), 384)
     assert all(v.dtype == np.int32 for v in feats.arrays.values())
@@ -245,12 +245,12 @@ def test_postprocess_oracle_logits_score_100(tokenizer, tmp_path, path, version,
     # Windows of ~45 context tokens, stride 16: answers appear in several windows. (With
     # SMALL's ~29-token windows a few answers have their start token's maximal context in
     # a window that cuts the answer, and the max-context rule then rightly skips them.)
-    feats = convert_examples(
+    feats = convert_squad_examples(
         examples, tokenizer, max_seq_length=64, doc_stride=16, max_query_length=16
     )
     assert len(feats) > 3 * len(examples)
     start, end = _oracle_logits(feats, v2)
-    preds = postprocess(feats, start, end, v2, n_best_size=5, max_answer_length=30)
+    preds = postprocess_squad(feats, start, end, v2, n_best_size=5, max_answer_length=30)
     raw = read_squad_json(path)
     result = sm.evaluate(raw, preds.predictions, preds.null_odds)
     assert result[("exact" if v2 else "exact_match")] == 100.0
@@ -283,7 +283,7 @@ def test_postprocess_oracle_logits_score_100(tokenizer, tmp_path, path, version,
 
 def test_postprocess_limits(tokenizer):
     examples = read_squad(V1, "1.1")[:3]
-    feats = convert_examples(examples, tokenizer, **SMALL)
+    feats = convert_squad_examples(examples, tokenizer, **SMALL)
     n, L = feats.arrays["input_ids"].shape
     start, end = np.zeros((n, L)), np.zeros((n, L))
     # the best raw pair is start at the last context token, end at the first: invalid
@@ -293,11 +293,11 @@ def test_postprocess_limits(tokenizer):
         end[row, first] = 5.0
         start[row, first] = 1.0
         end[row, last] = 1.0
-    preds = postprocess(feats, start, end, False, n_best_size=3, max_answer_length=2)
+    preds = postprocess_squad(feats, start, end, False, n_best_size=3, max_answer_length=2)
     for ex in examples:
         for entry in preds.nbest[ex.qid]:
             n_tokens = len(tokenizer(entry["text"], add_special_tokens=False)["input_ids"])
             assert n_tokens <= 3  # at most 2 tokens (re-tokenising may add a "▁")
         assert len(preds.nbest[ex.qid]) <= 3
     with pytest.raises(ValueError, match="does not match"):
-        postprocess(feats, start[:1], end[:1], False)
+        postprocess_squad(feats, start[:1], end[:1], False)

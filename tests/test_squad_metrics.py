@@ -200,7 +200,7 @@ def test_bad_files_are_named(tmp_path):
         )
     )
     with pytest.raises(sm.SquadEvalError, match=r"nofield\.json.*qas\[0\] \(id=q7\).*answers"):
-        sm.evaluate_files(nofield, nofield)
+        sm.evaluate_squad_files(nofield, nofield)
 
 
 # --------------------------------------------------------------------------- CLI

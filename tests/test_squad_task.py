@@ -138,7 +138,7 @@ def test_evaluate_writes_official_files(tok_dir, tmp_path):
     )
     assert json.loads((out / "eval_results.json").read_text()) == result
     # the written predictions score exactly `exact`/`f1` with the official metric
-    rescored = sm.evaluate_files(V2, out / "predictions.json")
+    rescored = sm.evaluate_squad_files(V2, out / "predictions.json")
     assert rescored["exact"] == pytest.approx(result["exact"])
     assert rescored["f1"] == pytest.approx(result["f1"])
 
@@ -161,7 +161,8 @@ def test_squad_learns_its_training_set(tok_dir, tmp_path, version, steps):
 
 
 def test_pipeline_shards_disjointly_and_reshuffles():
-    from albertkit.data.finetune import FinetuneDatasets, padded_batches
+    from albertkit.data import ExampleData
+    from albertkit.data.finetune import padded_batches
     from albertkit.distributed.single import SingleProcess
 
     class Rank(SingleProcess):
@@ -177,7 +178,8 @@ def test_pipeline_shards_disjointly_and_reshuffles():
     }
     seen = []
     for rank in (0, 1):
-        data = FinetuneDatasets(lambda: arrays, None, 3, seed=7, distributor=Rank(rank))
+        data = ExampleData(lambda: arrays, None, micro_batch_size=3, seed=7,
+                           distributor=Rank(rank))
         batches = list(itertools.islice(data.train(0, accum=1), 4))  # two epochs
         labels = np.concatenate([b["labels"].numpy().ravel() for b in batches])
         np.testing.assert_array_equal(

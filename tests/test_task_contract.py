@@ -2,7 +2,8 @@
 
 ``run_task_contract_test(task, batch, ...)`` asserts what the trainer relies on:
 
-* every member of the :class:`~albertkit.tasks.base.Task` protocol is there;
+* every member of the :class:`~albertkit.tasks.Task` protocol is there, and ``datasets``
+  gives a :class:`~albertkit.tasks.TaskData`;
 * stats are sums: one batch of 8 as 2 accumulated micro-batches of 4 (the shared step's
   in-graph accumulation) gives the stats, metrics and gradients of the batch taken whole;
 * the same batch split over 2 replicas whose stats are all-reduced gives the stats and
@@ -114,8 +115,7 @@ def run_task_contract_test(task, batch, cfg, checkpoint_dir: Path | None = None,
 
     from albertkit.config import SiftingConfig
     from albertkit.distributed.single import SingleProcess
-    from albertkit.tasks import TASK_NAMES
-    from albertkit.tasks.base import LogKeys, Task
+    from albertkit.tasks import TASK_NAMES, LogKeys, Task, TaskData
 
     # ---- the protocol
     assert isinstance(task, Task)
@@ -130,6 +130,8 @@ def run_task_contract_test(task, batch, cfg, checkpoint_dir: Path | None = None,
         assert callable(getattr(task, member)), member
     dummy = task.dummy_batch(2)
     assert set(dummy) == set(batch), "dummy_batch has the features of a real batch"
+    data = task.datasets(cfg, SingleProcess())  # cheap: examples are read on first use
+    assert isinstance(data, TaskData) and isinstance(data.has_eval, bool)
 
     # ---- accumulated (2 x 4) == whole (1 x 8)
     _, _, whole = _build(cfg, task, SingleProcess(), accum=1)

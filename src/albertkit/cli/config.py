@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
-from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config import TrainerConfig
 from albertkit.config.reference import (
     GENERATOR,
     MODELINE,
@@ -25,6 +25,7 @@ from albertkit.config.reference import (
     json_schema,
     reference_markdown,
 )
+from albertkit.errors import ConfigError
 from albertkit.fileio import atomic_write_text, load_yaml
 
 

@@ -82,9 +82,9 @@ def add_evaluate_squad_parser(subparsers) -> argparse.ArgumentParser:
 
 def run_evaluate_squad(args: argparse.Namespace) -> int:
     from albertkit.fileio import atomic_write_text
-    from albertkit.tasks.squad_metrics import evaluate_files
+    from albertkit.tasks.squad_metrics import evaluate_squad_files
 
-    result = evaluate_files(
+    result = evaluate_squad_files(
         args.data_file,
         args.pred_file,
         args.na_prob_file,

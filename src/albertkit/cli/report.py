@@ -32,7 +32,8 @@ def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_report(args: argparse.Namespace) -> int:
     """The ``albertkit report`` command."""
-    from albertkit.report import ReportError, write_benchmark_report, write_run_report
+    from albertkit.errors import ReportError
+    from albertkit.report import write_benchmark_report, write_run_report
 
     if (args.run_dir is None) == (args.benchmark is None):
         raise ReportError("give either RUN_DIR or --benchmark RESULTS.json (exactly one)")

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from albertkit.cli.plan import add_estimate_options, prices_from_args
-from albertkit.config import ConfigError, TrainerConfig
-from albertkit.errors import AlbertkitError
+from albertkit.config import TrainerConfig
+from albertkit.errors import AlbertkitError, ConfigError
 from albertkit.sagemaker.submit import to_sagemaker
 
 

@@ -11,7 +11,7 @@
 * :mod:`albertkit.config.sizes` -- the ALBERT architecture description and size presets.
 
 The public names (``__all__``) are importable from here: ``from albertkit.config import
-TrainerConfig, ConfigError``. A model size's architecture is ``ModelConfig(size="base").spec``
+TrainerConfig, ModelConfig``. A model size's architecture is ``ModelConfig(size="base").spec``
 (an :class:`AlbertSpec`).
 
 Example:
@@ -20,6 +20,8 @@ Example:
     1
 """
 
+from albertkit._lazy import lazy_exports
+from albertkit.config.builtins import TaskName
 from albertkit.config.data import (
     ClassificationData,
     DataConfig,
@@ -28,7 +30,6 @@ from albertkit.config.data import (
     MaskingConfig,
     SquadData,
     SyntheticData,
-    TaskName,
     TFRecordData,
     UserClassificationData,
     UserPretrainingData,
@@ -60,7 +61,6 @@ from albertkit.config.sections import (
 )
 from albertkit.config.sizes import AlbertSpec
 from albertkit.config.validation import format_validation_errors, invalid_configuration
-from albertkit.errors import ConfigError
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -71,7 +71,6 @@ __all__ = [
     "AlbertSpec",
     "CheckpointConfig",
     "ClassificationData",
-    "ConfigError",
     "DataConfig",
     "DemoData",
     "DistributedConfig",
@@ -102,3 +101,8 @@ __all__ = [
     "register_size",
     "register_task",
 ]
+
+# a name of albertkit 0.2, deprecated in 0.3 (docs/api-policy.md): its home is albertkit.errors
+__getattr__, __dir__ = lazy_exports(__name__, {}, deprecated={
+    "ConfigError": ("albertkit.errors:ConfigError", "0.4"),
+})

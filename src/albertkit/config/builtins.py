@@ -7,6 +7,12 @@ registering them imports no TensorFlow.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal
+
+from pydantic import BaseModel
+
 from albertkit.config.data import (
     ClassificationData,
     DemoData,
@@ -20,14 +26,26 @@ from albertkit.config.optimizer import AdamWConfig, LambConfig
 from albertkit.config.registration import register_optimizer, register_size, register_task
 from albertkit.config.sizes import SIZES
 
+BUILTIN_TASKS: Mapping[str, tuple[str, tuple[type[BaseModel], ...]]] = MappingProxyType({
+    "pretraining": ("albertkit.tasks.pretraining:PretrainingTask",
+                    (SyntheticData, TFRecordData, DemoData, UserPretrainingData)),
+    "squad": ("albertkit.tasks.squad:SquadTask", (SquadData,)),
+    "classification": ("albertkit.tasks.classification:ClassificationTask",
+                       (ClassificationData, UserClassificationData)),
+})
+"""albertkit's own tasks, the one list of them: name -> (the task class's path, the data
+kinds it reads). :data:`TaskName` and ``albertkit.tasks.TASK_NAMES`` are made from it."""
+
+# The built-in tasks' names; plugins may register more (`albertkit.config.registry`).
+TaskName = Literal[tuple(BUILTIN_TASKS)]  # type: ignore[valid-type]  # made from the table
+"""What a config trains (``TrainerConfig.task``): albertkit's own tasks, the keys of
+:data:`BUILTIN_TASKS`."""
+
 
 def register_builtins() -> None:
     """Register the built-in parts (the registry calls this once, before any plugin)."""
-    register_task("pretraining", "albertkit.tasks.pretraining:PretrainingTask",
-                  data=[SyntheticData, TFRecordData, DemoData, UserPretrainingData])
-    register_task("squad", "albertkit.tasks.squad:SquadTask", data=[SquadData])
-    register_task("classification", "albertkit.tasks.classification:ClassificationTask",
-                  data=[ClassificationData, UserClassificationData])
+    for name, (path, data) in BUILTIN_TASKS.items():
+        register_task(name, path, data=list(data))
     register_optimizer(LambConfig)
     register_optimizer(AdamWConfig)
     for name, fields in SIZES.items():

@@ -336,6 +336,3 @@ DataConfig = Annotated[
 ]
 """The ``data`` section: one of the data kinds, chosen by its ``kind`` field."""
 
-# The built-in tasks; plugins may register more (`albertkit.config.registry`).
-TaskName = Literal["pretraining", "squad", "classification"]
-"""What a config trains (``TrainerConfig.task``): albertkit's own tasks."""

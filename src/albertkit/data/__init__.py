@@ -14,6 +14,8 @@ when imported, ``finetune`` when it builds a pipeline):
   parallel processes; ``manifest``: reading a prepared dataset's ``manifest.json``;
 * ``tokenizer_match``: the tokenizer that belongs to prepared data or to a model;
 * ``stream``: position-addressable training streams (resume at any element);
+* ``examples``: :class:`ExampleData`, a task's data from its examples (the resumable
+  stream of every fine-tuning task, and of a plugin's);
 * ``pretraining_dataset``: the tf.data reader (static or dynamic masking) and a synthetic source;
 * ``batching``: micro-batches grouped into optimizer steps;
 * ``squad`` / ``glue`` / ``finetune``: fine-tuning readers, features and pipelines;
@@ -30,9 +32,15 @@ from albertkit._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from albertkit.data.demo import stdlib_documents
+    from albertkit.data.examples import ExampleData
     from albertkit.data.finetune import load_hf_tokenizer
     from albertkit.data.pretraining_dataset import build_pretraining_dataset
-    from albertkit.data.squad import SquadExample, SquadFeatures, convert_examples, read_squad
+    from albertkit.data.squad import (
+        SquadExample,
+        SquadFeatures,
+        convert_squad_examples,
+        read_squad,
+    )
     from albertkit.data.tokenizer import Tokenizer, TokenizerConfig, train_tokenizer
     from albertkit.data.writer import (
         PretrainingDataConfig,
@@ -41,13 +49,14 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "ExampleData",
     "PretrainingDataConfig",
     "SquadExample",
     "SquadFeatures",
     "Tokenizer",
     "TokenizerConfig",
     "build_pretraining_dataset",
-    "convert_examples",
+    "convert_squad_examples",
     "load_hf_tokenizer",
     "prepare_pretraining_data",
     "read_squad",
@@ -57,17 +66,21 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "ExampleData": "examples",
     "PretrainingDataConfig": "writer",
     "SquadExample": "squad",
     "SquadFeatures": "squad",
     "Tokenizer": "tokenizer",
     "TokenizerConfig": "tokenizer",
     "build_pretraining_dataset": "pretraining_dataset",
-    "convert_examples": "squad",
+    "convert_squad_examples": "squad",
     "load_hf_tokenizer": "finetune",
     "prepare_pretraining_data": "writer",
     "read_squad": "squad",
     "shard_files": "writer",
     "stdlib_documents": "demo",
     "train_tokenizer": "tokenizer",
+}, deprecated={
+    # the names of albertkit 0.2, deprecated in 0.3 (docs/api-policy.md)
+    "convert_examples": ("albertkit.data:convert_squad_examples", "0.4"),
 })

@@ -327,7 +327,7 @@ def _window_count(n_tokens: int, max_tokens: int, stride: int) -> int:
     return 1 + -(-(n_tokens - max_tokens) // step)
 
 
-def convert_examples(
+def convert_squad_examples(
     examples: Sequence[SquadExample],
     tokenizer,
     max_seq_length: int = 384,

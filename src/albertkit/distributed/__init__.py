@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from albertkit.config import ConfigError, DistributedConfig
+from albertkit.config import DistributedConfig
 from albertkit.distributed.base import Distributor
 from albertkit.distributed.cluster import cluster_from_environ
 from albertkit.distributed.launch import cli_command, launch_local
+from albertkit.errors import ConfigError
 
 HOROVOD_UNDER_SRUN = (
     "Horovod under Slurm joins the step through Gloo when it is built with Gloo "

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from albertkit.config import ConfigError
+from albertkit.errors import ConfigError
 
 log = logging.getLogger("albertkit")
 

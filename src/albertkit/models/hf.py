@@ -215,6 +215,13 @@ class HFExportable(Protocol):
     plugin's (a model for a task albertkit does not have): :func:`export_to_hf`,
     :func:`load_hf_weights` and ``model.load_from`` then treat it exactly as the built-ins.
 
+    A model need not be built: :func:`load_hf_weights`, :func:`export_to_hf` and
+    ``model.load_from`` build an unbuilt one with its ``build_for(seq_length)`` method if
+    it has one (albertkit's models do), else by calling it on a one-example batch of
+    ``input_ids``, ``input_mask`` and ``segment_ids`` of 8 tokens; a model that takes other
+    inputs defines ``build_for`` (or is built before). No argument-free ``build()`` is
+    needed.
+
     Attributes:
         spec: the encoder's architecture (an :class:`~albertkit.config.AlbertSpec`).
         albert: the :class:`~albertkit.models.AlbertEncoder` (its weights get the
@@ -245,13 +252,17 @@ class HFExportable(Protocol):
         ...                   num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
         ...                   max_position_embeddings=64)
         >>> tagger = Tagger(spec, num_labels=3)
-        >>> _ = tagger({"input_ids": np.ones((1, 8), "int32")})
         >>> isinstance(tagger, HFExportable)
         True
-        >>> out = export_to_hf(tagger, "tagger-hf")
+        >>> out = export_to_hf(tagger, "tagger-hf")  # built here: it was not yet
         >>> config = json.loads((out / "config.json").read_text())
         >>> config["architectures"], config["id2label"]
         (['AlbertForTokenClassification'], {'0': 'LABEL_0', '1': 'LABEL_1', '2': 'LABEL_2'})
+        >>> again = Tagger(spec, num_labels=3)  # unbuilt: load_hf_weights builds it
+        >>> load_hf_weights(again, out)
+        []
+        >>> bool(np.array_equal(again.classifier.kernel, tagger.classifier.kernel))
+        True
     """
 
     spec: AlbertSpec
@@ -262,6 +273,30 @@ class HFExportable(Protocol):
         """The head's weights: Hugging Face state-dict name -> ``(Keras variable,
         transpose)``, ``transpose`` true for a dense kernel (Keras ``[in, out]``, PyTorch
         ``[out, in]``)."""
+
+
+def build_unbuilt(model: Any, seq_length: int = 8) -> None:
+    """Create ``model``'s variables: with its ``build_for(seq_length)`` if it has one (every
+    albertkit model does), else by calling it on a one-example batch of ``input_ids``,
+    ``input_mask`` and ``segment_ids`` (zeros, ones, zeros) of ``seq_length`` tokens.
+
+    Raises:
+        TypeError: the model has no ``build_for`` and that call fails (the message says why).
+    """
+    build_for = getattr(model, "build_for", None)
+    if callable(build_for):
+        build_for(seq_length)
+        return
+    ones = np.ones((1, seq_length), np.int32)
+    try:
+        model({"input_ids": ones * 0, "input_mask": ones, "segment_ids": ones * 0},
+              training=False)
+    except Exception as e:  # a model of any shape: say what was tried and how to fix it
+        raise TypeError(
+            f"{type(model).__name__} is not built, and calling it on a batch of input_ids, "
+            f"input_mask and segment_ids [1, {seq_length}] failed ({type(e).__name__}: "
+            f"{e}): build it first (call it on a batch) or give it a build_for(seq_length) "
+            "method") from e
 
 
 def hf_weight_map(model: AlbertModelLike) -> dict[str, tuple[Any, bool]]:
@@ -278,7 +313,7 @@ def hf_weight_map(model: AlbertModelLike) -> dict[str, tuple[Any, bool]]:
         raise TypeError(f"{type(model).__name__} is not an HFExportable model: it needs an "
                         "AlbertEncoder in .albert, hf_architectures and hf_head_weights()")
     if not model.built:
-        model.build()
+        build_unbuilt(model)
     out: dict[str, tuple[Any, bool]] = {}
 
     def dense(name: str, layer: Any) -> None:
@@ -571,7 +606,8 @@ def export_to_hf(
     """Write ``model`` as a Hugging Face directory that transformers' PyTorch classes load.
 
     Args:
-        model: a built albertkit model (not pre-LayerNorm).
+        model: an albertkit model or another :class:`HFExportable` (not pre-LayerNorm;
+            built here if it is not).
         out_dir: the directory to create; written in a temporary sibling, then renamed.
         architecture: HF class to target, one of the model's ``hf_architectures``
             (:class:`HFExportable`); defaults to the first (``AlbertForPreTraining``,

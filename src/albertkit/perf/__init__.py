@@ -26,7 +26,6 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from albertkit._lazy import lazy_exports
-from albertkit.errors import BenchmarkError
 
 if TYPE_CHECKING:
     from albertkit.perf.memory import BatchPlan, format_plan_table, plan_batch, plan_table
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BatchPlan",
-    "BenchmarkError",
     "BenchmarkResult",
     "BenchmarkSettings",
     "format_plan_table",
@@ -58,6 +56,9 @@ _lazy_getattr, __dir__ = lazy_exports(__name__, {
     "measure": "runner",
     "plan_batch": "memory",
     "plan_table": "memory",
+}, deprecated={
+    # a name of albertkit 0.2, deprecated in 0.3 (docs/api-policy.md): its home is errors
+    "BenchmarkError": ("albertkit.errors:BenchmarkError", "0.4"),
 })
 MOVED_TO_PLAN = ("FleetEstimate", "FleetPlan", "PriceTable", "ScalingPrediction", "plan_fleets",
                  "predict")

@@ -57,7 +57,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config import TrainerConfig
+from albertkit.errors import ConfigError
 from albertkit.hardware import DEFAULT_MFU, DEVICES, INSTANCE_TYPES, NETWORK_GBPS, GiB, resolve_xla
 from albertkit.models.footprint import default_predictions
 from albertkit.perf.memory import estimate_memory, plan_batch, training_flops

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from albertkit.config import ConfigError, TrainerConfig
-from albertkit.errors import BenchmarkError
+from albertkit.config import TrainerConfig
+from albertkit.errors import BenchmarkError, ConfigError
 from albertkit.hardware import INSTANCE_TYPES
 from albertkit.plan.prices import read_mapping_file
 

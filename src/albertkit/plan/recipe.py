@@ -36,8 +36,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from albertkit.config import ConfigError, TrainerConfig
-from albertkit.errors import AlbertkitError
+from albertkit.config import TrainerConfig
+from albertkit.errors import AlbertkitError, ConfigError
 from albertkit.hardware import DEFAULT_MFU
 from albertkit.plan.fleet import (
     LINK_EFFICIENCY,

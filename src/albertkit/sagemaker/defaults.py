@@ -35,7 +35,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config import TrainerConfig
+from albertkit.errors import ConfigError
 from albertkit.sagemaker.config import SECTION, SageMakerConfig
 
 _ENV_FIELDS: dict[str, tuple[str, str]] = {

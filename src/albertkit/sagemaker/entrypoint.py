@@ -65,10 +65,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from albertkit.config import ConfigError, TrainerConfig, apply_overrides
+from albertkit.config import TrainerConfig, apply_overrides
 from albertkit.config.registry import limit_plugins, plugin_names
 from albertkit.distributed.cluster import launcher_cluster
-from albertkit.errors import GpuDriverError
+from albertkit.errors import ConfigError, GpuDriverError
 from albertkit.fileio import read_json
 from albertkit.sagemaker.cluster import SageMakerCluster, read_sagemaker_cluster
 from albertkit.sagemaker.config import CONFIG_HYPERPARAMETER, MULTIWORKER_PORT, SageMakerConfig

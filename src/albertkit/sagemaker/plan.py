@@ -39,7 +39,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config import TrainerConfig
+from albertkit.errors import ConfigError
 from albertkit.fileio import atomic_write_text
 from albertkit.hardware import DEFAULT_MFU, instance_spec
 from albertkit.sagemaker.cluster import CLUSTER_MODULE

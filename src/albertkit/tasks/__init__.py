@@ -6,48 +6,64 @@ name the metrics it reports. Tasks come from the registry (:mod:`albertkit.confi
 where albertkit's own are registered exactly as a plugin's. Importing a task module does not
 import TensorFlow.
 
-The public names (``__all__``) are importable from here. Besides the two above, the
-:class:`Task` base class and the names of a task's metrics (:class:`LogKeys`, what a task of
-your own declares), they are SQuAD's pieces on their own: :func:`postprocess` turns a
-model's logits into answers (:class:`SquadPredictions`), :func:`evaluate_files` scores them
-as the official scripts do.
+The public names (``__all__``) are importable from here. Besides the two above:
+
+* the contract a task of your own implements: the :class:`Task` base class, the names of
+  its metrics (:class:`LogKeys`), and its data, :class:`TaskData` (which
+  :class:`albertkit.data.ExampleData` builds from examples), made of :data:`Batch` es, with
+  :data:`Stats` sums for the metrics;
+* SQuAD's pieces on their own: :func:`postprocess_squad` turns a model's logits into
+  answers (:class:`SquadPredictions`), :func:`evaluate_squad_files` scores them as the
+  official scripts do.
 """
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from albertkit._lazy import lazy_exports
+from albertkit.config import TaskName
 from albertkit.config.registry import task_builder
 
 if TYPE_CHECKING:
-    from albertkit.config import TaskName, TrainerConfig
+    from albertkit.config import TrainerConfig
     from albertkit.config.sizes import AlbertSpec
-    from albertkit.tasks.base import LogKeys, Task
-    from albertkit.tasks.squad import SquadPredictions, postprocess
-    from albertkit.tasks.squad_metrics import evaluate_files
+    from albertkit.tasks.base import Batch, LogKeys, Stats, Task, TaskData
+    from albertkit.tasks.squad import SquadPredictions, postprocess_squad
+    from albertkit.tasks.squad_metrics import evaluate_squad_files
 
 __all__ = [
+    "Batch",
     "LogKeys",
     "SquadPredictions",
+    "Stats",
     "Task",
+    "TaskData",
     "build_task",
-    "evaluate_files",
-    "postprocess",
+    "evaluate_squad_files",
+    "postprocess_squad",
     "task_class",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "Batch": "base",
     "LogKeys": "base",
     "SquadPredictions": "squad",
+    "Stats": "base",
     "Task": "base",
-    "evaluate_files": "squad_metrics",
-    "postprocess": "squad",
+    "TaskData": "base",
+    "evaluate_squad_files": "squad_metrics",
+    "postprocess_squad": "squad",
+}, deprecated={
+    # the names of albertkit 0.2, deprecated in 0.3 (docs/api-policy.md)
+    "evaluate_files": ("albertkit.tasks:evaluate_squad_files", "0.4"),
+    "postprocess": ("albertkit.tasks:postprocess_squad", "0.4"),
 })
 
-# albertkit's own tasks (the registry may hold more, from plugins).
-TASK_NAMES: tuple[TaskName, ...] = ("pretraining", "squad", "classification")
+# albertkit's own tasks, from the one list (the registry may hold more, from plugins).
+TASK_NAMES: tuple[str, ...] = typing.get_args(TaskName)
 
 
 def task_class(name: str) -> type[Task]:
@@ -75,12 +91,12 @@ def finetune_data(cfg: TrainerConfig) -> Any:
     data, source = cfg.data, cfg.model.load_from
     if cfg.task == "pretraining" or source is None or not hasattr(data, "tokenizer"):
         return data
-    from albertkit.config import ConfigError
     from albertkit.data.tokenizer_match import (
         TokenizerIdentity,
         check_model_tokenizer,
         model_tokenizer_dir,
     )
+    from albertkit.errors import ConfigError
 
     if data.tokenizer is not None:
         if Path(data.tokenizer).exists():  # (a missing one is named where it is loaded)

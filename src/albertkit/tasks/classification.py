@@ -25,7 +25,8 @@ import numpy as np
 
 from albertkit.config import ClassificationData, TrainerConfig
 from albertkit.config.sizes import AlbertSpec
-from albertkit.data.finetune import FinetuneDatasets, load_task_tokenizer, padded_batches
+from albertkit.data.examples import ExampleData
+from albertkit.data.finetune import load_task_tokenizer, padded_batches
 from albertkit.data.glue import GLUE_PRESETS, LabelMap, encode_examples, read_examples
 from albertkit.tasks.base import Batch, LogKeys, Stats, Task, forward_fn
 
@@ -344,8 +345,8 @@ class ClassificationTask(Task):
             self._eval_arrays = self.features(self.read(self.data.eval_file))
         return self._eval_arrays
 
-    def datasets(self, cfg: TrainerConfig, distributor: Distributor) -> FinetuneDatasets:
-        """Train / eval pipelines (see :class:`~albertkit.data.finetune.FinetuneDatasets`).
+    def datasets(self, cfg: TrainerConfig, distributor: Distributor) -> ExampleData:
+        """Train / eval pipelines (an :class:`~albertkit.data.ExampleData`).
 
         Training features are built on the first ``train()`` call.
         """
@@ -362,15 +363,10 @@ class ClassificationTask(Task):
             return train
 
         evals = self.eval_arrays() if self.data.eval_file is not None else None
-        return FinetuneDatasets(
-            train_arrays,
-            evals,
-            self.micro_batch_size,
-            cfg.runtime.seed,
-            distributor,
-            eval_steps=cfg.runtime.eval_steps,
-            tokenizer_dir=self.data.tokenizer,
-        )
+        return ExampleData(
+            train_arrays, evals, micro_batch_size=self.micro_batch_size,
+            seed=cfg.runtime.seed, distributor=distributor, eval_steps=cfg.runtime.eval_steps,
+            tokenizer_dir=self.data.tokenizer)
 
     # ------------------------------------------------------------------ evaluation
     def predict(
@@ -388,7 +384,7 @@ class ClassificationTask(Task):
         self,
         model: keras.Model,
         step: Any,
-        data: FinetuneDatasets | None,
+        data: ExampleData | None,
         cfg: TrainerConfig,
         run_dir: str | Path | None,
     ) -> dict[str, float]:

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config import TrainerConfig
 from albertkit.config.sizes import AlbertSpec
 from albertkit.data.batching import accumulation_batches
+from albertkit.errors import ConfigError
 from albertkit.tasks.base import Batch, LogKeys, Stats, Task
 
 if TYPE_CHECKING:

@@ -29,12 +29,13 @@ import numpy as np
 
 from albertkit.config import SquadData, TrainerConfig
 from albertkit.config.sizes import AlbertSpec
-from albertkit.data.finetune import FinetuneDatasets, load_task_tokenizer, padded_batches
+from albertkit.data.examples import ExampleData
+from albertkit.data.finetune import load_task_tokenizer, padded_batches
 from albertkit.data.squad import (
     FEATURE_NAMES,
     SquadExample,
     SquadFeatures,
-    convert_examples,
+    convert_squad_examples,
     parse_squad,
     read_squad,
     read_squad_json,
@@ -104,7 +105,7 @@ def _softmax(scores: list[float]) -> list[float]:
     return [e / total for e in exps]
 
 
-def postprocess(
+def postprocess_squad(
     features: SquadFeatures,
     start_logits: np.ndarray,
     end_logits: np.ndarray,
@@ -346,7 +347,7 @@ class SquadTask(Task):
         source: str = "<examples>",
     ) -> SquadFeatures:
         d = self.data
-        return convert_examples(
+        return convert_squad_examples(
             examples,
             self.tokenizer,
             d.max_seq_length,
@@ -371,8 +372,8 @@ class SquadTask(Task):
             )
         return self._eval
 
-    def datasets(self, cfg: TrainerConfig, distributor: Distributor) -> FinetuneDatasets:
-        """Train / eval pipelines (see :class:`~albertkit.data.finetune.FinetuneDatasets`).
+    def datasets(self, cfg: TrainerConfig, distributor: Distributor) -> ExampleData:
+        """Train / eval pipelines (an :class:`~albertkit.data.ExampleData`).
 
         The training set is read and converted on the first ``train()`` call, so evaluating a
         run never converts it.
@@ -391,15 +392,10 @@ class SquadTask(Task):
         eval_arrays = None
         if self.data.eval_file is not None:
             eval_arrays = {k: self.eval_set(progress)[1].arrays[k] for k in FEATURE_NAMES}
-        return FinetuneDatasets(
-            train_arrays,
-            eval_arrays,
-            self.micro_batch_size,
-            cfg.runtime.seed,
-            distributor,
-            eval_steps=cfg.runtime.eval_steps,
-            tokenizer_dir=self.data.tokenizer,
-        )
+        return ExampleData(
+            train_arrays, eval_arrays, micro_batch_size=self.micro_batch_size,
+            seed=cfg.runtime.seed, distributor=distributor, eval_steps=cfg.runtime.eval_steps,
+            tokenizer_dir=self.data.tokenizer)
 
     # ------------------------------------------------------------------ evaluation
     def predict_logits(
@@ -431,7 +427,7 @@ class SquadTask(Task):
         self,
         model: keras.Model,
         step: Any,
-        data: FinetuneDatasets | None,
+        data: ExampleData | None,
         cfg: TrainerConfig,
         run_dir: str | Path | None,
         write: bool | None = None,
@@ -451,7 +447,7 @@ class SquadTask(Task):
         progress = bool(chief and cfg.logging.progress_bar)
         raw, features = self.eval_set(progress)
         start, end = self.predict_logits(model, features, self.micro_batch_size, step, progress)
-        preds = postprocess(
+        preds = postprocess_squad(
             features,
             start,
             end,

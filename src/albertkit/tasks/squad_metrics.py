@@ -358,7 +358,7 @@ def load_json(path: str | Path, what: str) -> Any:
     return read_json(path, f"{what} file", SquadEvalError)
 
 
-def evaluate_files(
+def evaluate_squad_files(
     data_file: str | Path,
     predictions_file: str | Path,
     na_prob_file: str | Path | None = None,

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config import TrainerConfig
 from albertkit.config.sizes import AlbertSpec
+from albertkit.errors import ConfigError
 from albertkit.training.phases import check_seq_fits
 
 if TYPE_CHECKING:

@@ -40,7 +40,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config import TrainerConfig
+from albertkit.errors import ConfigError
 
 log = logging.getLogger("albertkit")
 

@@ -25,9 +25,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from albertkit.config import TASK_OF_KIND, ConfigError, TrainerConfig, registry
+from albertkit.config import TASK_OF_KIND, TrainerConfig, registry
 from albertkit.data.tokenizer_match import TOKENIZER_SUBDIR
-from albertkit.errors import CheckpointError
+from albertkit.errors import CheckpointError, ConfigError
 from albertkit.fileio import load_yaml, replace_dir, temp_dir_beside
 from albertkit.training.checkpoint import NEWEST, CheckpointManager, parse_checkpoint_choice
 

@@ -21,7 +21,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from albertkit.config import ConfigError
+from albertkit.errors import ConfigError
 
 log = logging.getLogger("albertkit")
 

@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config import TrainerConfig
 from albertkit.distributed import Distributor, build_distributor
-from albertkit.errors import CheckpointError, TrainingError
+from albertkit.errors import CheckpointError, ConfigError, TrainingError
 from albertkit.fileio import atomic_write_text, replace_dir
 from albertkit.hardware import bfloat16_warning, local_device_kind
 from albertkit.tasks.base import TaskData

@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from albertkit.config import ConfigError, TrainerConfig, UserClassificationData, UserPretrainingData
-from albertkit.errors import DatasetError, TrainingError
+from albertkit.config import TrainerConfig, UserClassificationData, UserPretrainingData
+from albertkit.errors import ConfigError, DatasetError, TrainingError
 
 if TYPE_CHECKING:
     import keras
@@ -152,7 +152,7 @@ def _is_dataset(value: Any) -> bool:
 
 
 class UserData:
-    """A :class:`~albertkit.tasks.base.TaskData` over the user's datasets.
+    """A :class:`~albertkit.tasks.TaskData` over the user's datasets.
 
     Args:
         task: the run's task (its features and micro-batch size).

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 from itertools import islice
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,7 +14,6 @@ from albertkit_tagging.data import (
     decode_tags,
     encode,
     infer_labels,
-    micro_batch_rows,
     read_sentences,
 )
 from albertkit_tagging.example import entity_strings, make_dataset
@@ -28,12 +29,18 @@ ROWS = [
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory) -> Tokenizer:
+def tokenizer_dir(tmp_path_factory) -> Path:
     words = ["Alice Abbott visited Port Elston .", "Acme Corp grew .",
              "the cat sat on the mat .", "ABCDEFGHIJKLMNOPQRSTUVWXYZ abcdefghijklmnopqrstuvwxyz"]
-    return train_tokenizer(None, tmp_path_factory.mktemp("tok") / "tok",
-                           TokenizerConfig(vocab_size=68, lowercase=False, num_threads=1),
-                           sentences=words * 5)
+    path = tmp_path_factory.mktemp("tok") / "tok"
+    train_tokenizer(None, path, TokenizerConfig(vocab_size=68, lowercase=False, num_threads=1),
+                    sentences=words * 5)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tokenizer_dir) -> Tokenizer:
+    return Tokenizer.load(tokenizer_dir)
 
 
 def test_jsonl_and_conll_read_the_same_sentences(tmp_path):
@@ -92,18 +99,30 @@ def test_a_word_past_the_sequence_has_no_position_and_is_predicted_o(tokenizer):
     assert enc.arrays["label_mask"][0].sum() == len(where) - where.count(-1)
 
 
-def test_micro_batches_resume_where_they_stopped_and_ranks_split_the_data():
-    def rows(n, seed, rank, size, batch, start, count):
-        stream = micro_batch_rows(n, seed, rank, size, batch, start)
-        return [r.tolist() for r in islice(stream, count)]
+def test_the_task_s_batches_resume_where_they_stopped(tokenizer_dir, tmp_path):
+    # the task's data is albertkit's ExampleData: step-sized batches from any position
+    from albertkit_tagging.config import BioTaggingData
+    from albertkit_tagging.task import TaggingTask
 
-    first = rows(10, 3, 0, 1, 4, 0, 7)
-    assert rows(10, 3, 0, 1, 4, 3, 4) == first[3:]
-    epoch0 = sum(first, [])[:10]
-    assert sorted(epoch0) == list(range(10))  # an epoch is a permutation
-    rank0 = sum(rows(12, 0, 0, 2, 2, 0, 3), [])
-    rank1 = sum(rows(12, 0, 1, 2, 2, 0, 3), [])
-    assert sorted(rank0 + rank1) == list(range(12))
+    from albertkit.config import AlbertSpec, DistributedConfig, RuntimeConfig
+    from albertkit.distributed import build_distributor
+
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS * 3))  # 6 sentences
+    data = BioTaggingData(train_file=path, tokenizer=tokenizer_dir, max_seq_length=16)
+    spec = AlbertSpec(vocab_size=100, embedding_size=8, hidden_size=16, num_hidden_layers=1,
+                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)
+    task = TaggingTask(spec, data, micro_batch_size=2)
+    cfg = SimpleNamespace(runtime=RuntimeConfig(seed=3))
+    batches = task.datasets(cfg, build_distributor(DistributedConfig()))
+    straight = [b["input_ids"].numpy() for b in islice(batches.train(0, accum=3), 4)]
+    assert straight[0].shape == (3, 2, 16)  # [accumulation, micro_batch, sequence]
+    resumed = [b["input_ids"].numpy() for b in islice(batches.train(6, accum=3), 2)]
+    np.testing.assert_array_equal(np.stack(resumed), np.stack(straight[2:]))
+    # one step of 6 is one epoch: every sentence once
+    epoch = straight[0].reshape(6, 16)
+    encoded = task.encoded(task.train_sentences).arrays["input_ids"]
+    assert sorted(map(tuple, epoch.tolist())) == sorted(map(tuple, encoded.tolist()))
 
 
 def test_the_synthetic_set_is_deterministic_and_dev_names_are_unseen():

@@ -20,7 +20,7 @@ from albertkit.tasks import build_task
 from albertkit.training import load_run_model
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example" / "tagging.yaml"
-HELD_OUT_F1 = 0.6  # measured 0.84 (400 steps); after 20 steps it is 0.01
+HELD_OUT_F1 = 0.6  # measured 0.88 (400 steps); after 20 steps it is 0.01
 
 
 def albertkit_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -12,7 +12,8 @@ import pytest
 from albertkit_tagging.config import TAGGER_SMALL, BioTaggingData, LionConfig
 from albertkit_tagging.optimizer import PathExcludingLion
 
-from albertkit.config import ConfigError, TrainerConfig
+from albertkit.config import TrainerConfig
+from albertkit.errors import ConfigError
 from albertkit.optimizers import WarmupPolynomialDecay
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example" / "tagging.yaml"

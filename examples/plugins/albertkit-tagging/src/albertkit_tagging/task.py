@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from albertkit.data import ExampleData
 from albertkit.tasks import LogKeys, Task
 from albertkit_tagging.config import BioTaggingData
 from albertkit_tagging.data import (
     MODEL_INPUTS,
     Encoded,
-    TaggingDatasets,
     decode_tags,
     encode,
     infer_labels,
@@ -118,7 +118,10 @@ class TaggingTask(Task):
             self._eval = self.encoded(read_sentences(self.data.eval_file, self.data.format))
         return self._eval
 
-    def datasets(self, cfg, distributor) -> TaggingDatasets:
+    def datasets(self, cfg, distributor) -> ExampleData:
+        """albertkit's resumable stream over the encoded sentences (the training file is
+        encoded on first use, so an evaluation alone never reads it)."""
+
         def train_arrays():
             arrays = self.encoded(self.train_sentences).arrays
             log.info("tagging: %d training sentences from %s, tags %s",
@@ -126,8 +129,10 @@ class TaggingTask(Task):
             return arrays
 
         evals = self.eval_encoded().arrays if self.data.eval_file is not None else None
-        return TaggingDatasets(train_arrays, evals, self.micro_batch_size, cfg.runtime.seed,
-                               distributor, tokenizer_dir=self.data.tokenizer)
+        return ExampleData(train_arrays, evals, micro_batch_size=self.micro_batch_size,
+                           seed=cfg.runtime.seed, distributor=distributor,
+                           eval_steps=cfg.runtime.eval_steps,
+                           tokenizer_dir=self.data.tokenizer)
 
     # ------------------------------------------------------------------ model and loss
     def build_model(self):
