@@ -33,6 +33,14 @@ away instead of counted.
 
 This module imports only the standard library and albertkit's errors and cluster helpers:
 it runs before TensorFlow or Horovod start.
+
+Example (rank 0's address, and the line every rank prints when rank 1 never came):
+    >>> info = ClusterInfo(rank=0, world_size=2, hosts=("n1", "n2"), host="n1",
+    ...                    workers=("n1:23400", "n2:23401"), source="slurm")
+    >>> coordinator(info)
+    ('n1', 23400)
+    >>> missing_text(info, [1], 10)
+    'start-up: rank 1 (n2) of 2 did not join within 10 s (distributed.startup_timeout_s); its own output says why it stopped or never started'
 """
 
 from __future__ import annotations
