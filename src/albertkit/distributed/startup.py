@@ -64,6 +64,7 @@ RETRY_SECONDS = 0.2  # how often a rank tries again while rank 0 is not listenin
 REPLY_GRACE = 5.0  # beyond the timeout, how long a connected rank waits for rank 0's verdict
 CLOSE_WAIT = 2.0  # how long rank 0 waits for the ranks to close after "go" (see _release)
 MAX_HELLO = 4096  # bytes: longer first lines are not albertkit's
+MAX_PENDING = 256  # connections that have not said who they are yet, at one time
 
 
 def needs_startup_check(info: ClusterInfo) -> bool:
@@ -180,14 +181,21 @@ def _gather(info: ClusterInfo, timeout: float) -> None:
                     break
                 for event, _ in sel.select(min(left, 1.0)):
                     if event.fileobj is server:
-                        with contextlib.suppress(BlockingIOError, OSError):
+                        with contextlib.suppress(OSError):
                             conn, _ = server.accept()
+                            if len(pending) >= MAX_PENDING:  # a flood, not a job's ranks
+                                conn.close()
+                                continue
                             conn.setblocking(False)
                             sel.register(conn, selectors.EVENT_READ)
                             pending[conn] = bytearray()
                         continue
                     conn = event.fileobj
                     _read_hello(info, key, conn, sel, pending, joined)
+            # stop listening first: a rank that goes on at once and knocks on the port for
+            # the backend (Horovod's rendezvous) must be refused, not queued here
+            sel.unregister(server)
+            server.close()
             missing = [r for r in range(1, info.world_size) if r not in joined]
             verdict = {"missing": missing} if missing else {"go": True}
             for conn in joined.values():
