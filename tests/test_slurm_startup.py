@@ -148,6 +148,19 @@ def test_the_config_field():
         DistributedConfig(startup_timeout_s=0)
 
 
+def test_the_doctor_names_a_rank_that_never_starts_before_its_watchdog(tmp_path):
+    from albertkit.doctor import run_cluster_check
+
+    env = _step_env(0, _free_port())
+    start = time.monotonic()
+    # the start-up check speaks at 8 s; the doctor's watchdog would end this process after
+    # 16 s (exit 3: the test run fails)
+    with pytest.raises(ConfigError, match=r"^start-up: rank 1 \(127\.0\.0\.1\) of 2 did not "
+                                          r"join within 8 s"):
+        run_cluster_check(slurm_cluster(env), "tf_multiworker", tmp_path, 16, environ=env)
+    assert time.monotonic() - start < 14
+
+
 # ------------------------------------------------------------------------ Horovod's build
 class _Build:
     def __init__(self, mpi: bool, gloo: bool):

@@ -81,12 +81,12 @@ def build_distributor(cfg: DistributedConfig, environ: Mapping[str, str] | None 
                               f"{dist.size} process(es). {HOROVOD_UNDER_SRUN}")
         return dist
     if backend == "tf_multiworker":
+        wait_for_all_ranks(cluster_from_environ(environ), cfg.startup_timeout_s)
         from albertkit.distributed.multiworker import (
             MultiWorkerDistributor,
             tf_config_from_environ,
         )
 
-        wait_for_all_ranks(cluster_from_environ(environ), cfg.startup_timeout_s)
         return MultiWorkerDistributor(tf_config_from_environ(environ),
                                       fp16_compression=cfg.fp16_compression)
     raise ValueError(f"distributed.backend={backend!r} is not one of single, horovod, "
