@@ -225,15 +225,27 @@ def test_sagemaker_uses_the_same_cluster_value():
 
 
 # ------------------------------------------------------------------------ Horovod
-def test_horovod_in_a_step_without_mpi_stops_with_the_srun_command():
+def test_horovod_in_a_step_without_mpi_stops_with_the_srun_command(monkeypatch):
+    import threading
+
+    import horovod.tensorflow as hvd
+
     from albertkit.config import DistributedConfig
     from albertkit.distributed import build_distributor
+    from albertkit.distributed.startup import wait_for_all_ranks
 
-    # with the MPI controller asked for but no MPI, each task initialises Horovod alone:
-    # size 1 in a step of 2 (without it, the task would join through Gloo: tests below)
+    # an MPI build asked for MPI under plain srun (no PMI): each task initialises Horovod
+    # alone, size 1 in a step of 2 (this venv's Horovod has no MPI: it only claims to here;
+    # hvd.init() reads os.environ, where no controller is asked for, so it starts alone)
+    monkeypatch.setattr(hvd, "mpi_built", lambda: True)
+    port = _free_port()
+    peer = threading.Thread(  # the step's other task, as far as the start-up check goes
+        target=wait_for_all_ranks, args=(slurm_cluster(_local_env(1, port)), 30))
+    peer.start()
     with pytest.raises(ConfigError, match=r"2 tasks but Horovod sees 1 .*srun --mpi=pmix"):
-        build_distributor(DistributedConfig(backend="horovod"),
-                          _srun_env(0, HOROVOD_CONTROLLER="mpi"))
+        build_distributor(DistributedConfig(backend="horovod", startup_timeout_s=30),
+                          _local_env(0, port, HOROVOD_CONTROLLER="mpi"))
+    peer.join(30)
     # a step of one task is fine
     dist = build_distributor(DistributedConfig(backend="horovod"),
                              _srun_env(0, nodes="node1", tasks_per_node="1"))

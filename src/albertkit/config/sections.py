@@ -336,6 +336,14 @@ class DistributedConfig(Section):
         "the job is a requeueable batch job (sbatch --requeue, Requeue=1), always in any "
         "Slurm job, or never.",
     )
+    startup_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="At start, every process of a multi-process job (a Slurm step, a "
+        "TF_CONFIG cluster) reports to rank 0 before the backend starts; after this many "
+        "seconds without all of them, each stops with one line naming the ranks that never "
+        "joined.",
+    )
 
 
 class CheckpointConfig(Section):

@@ -16,6 +16,7 @@ from albertkit.config import DistributedConfig
 from albertkit.distributed.base import Distributor
 from albertkit.distributed.cluster import cluster_from_environ
 from albertkit.distributed.launch import cli_command, launch_local
+from albertkit.distributed.startup import wait_for_all_ranks
 from albertkit.errors import ConfigError
 
 HOROVOD_UNDER_SRUN = (
@@ -41,6 +42,13 @@ def build_distributor(cfg: DistributedConfig, environ: Mapping[str, str] | None 
     number of processes than the step has tasks, every task stops with a ConfigError saying
     how to start it; ``single`` in a step of several tasks is a ConfigError too. Build it
     before any other TensorFlow work (GPU pinning, collective setup).
+
+    Before the backend starts, every process of a Slurm step (and every ``tf_multiworker``
+    worker of a ``TF_CONFIG`` cluster) reports to rank 0
+    (:func:`albertkit.distributed.startup.wait_for_all_ranks`): when one never comes within
+    ``cfg.startup_timeout_s`` seconds, every process stops with one line naming it, instead
+    of waiting inside the backend. Horovod's build is checked against the controller the
+    environment asks for first (:func:`albertkit.distributed.horovod.check_horovod_build`).
     """
     backend = cfg.backend
     environ = os.environ if environ is None else environ
@@ -55,17 +63,26 @@ def build_distributor(cfg: DistributedConfig, environ: Mapping[str, str] | None 
 
         return SingleProcess()
     if backend == "horovod":
-        from albertkit.distributed.horovod import HorovodDistributor, import_horovod
+        from albertkit.distributed.horovod import (
+            HorovodDistributor,
+            check_horovod_build,
+            import_horovod,
+        )
         from albertkit.distributed.slurm_gloo import prepare_slurm_horovod
 
+        hvd = import_horovod()
+        check_horovod_build(environ, hvd)
         step = cluster_from_environ(environ)
-        prepare_slurm_horovod(step, environ, import_horovod())
+        if step.source == "slurm":  # horovodrun and mpirun watch their processes themselves
+            wait_for_all_ranks(step, cfg.startup_timeout_s)
+        prepare_slurm_horovod(step, environ, hvd, timeout=cfg.startup_timeout_s)
         dist = HorovodDistributor(fp16_compression=cfg.fp16_compression)
         if step.source == "slurm" and step.world_size > 1 and dist.size != step.world_size:
             raise ConfigError(f"this Slurm step has {step.world_size} tasks but Horovod sees "
                               f"{dist.size} process(es). {HOROVOD_UNDER_SRUN}")
         return dist
     if backend == "tf_multiworker":
+        wait_for_all_ranks(cluster_from_environ(environ), cfg.startup_timeout_s)
         from albertkit.distributed.multiworker import (
             MultiWorkerDistributor,
             tf_config_from_environ,

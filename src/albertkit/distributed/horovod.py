@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import tensorflow as tf
 
 from albertkit.distributed.compression import compress_for_mean, decompress_mean
+from albertkit.errors import ConfigError
 
 log = logging.getLogger("albertkit")
 
@@ -44,6 +47,28 @@ def import_horovod() -> Any:
     except ImportError as e:  # also raised when horovod was built without TensorFlow
         raise ImportError(f"{INSTALL_HINT} (import failed: {e})") from e
     return hvd
+
+
+def check_horovod_build(environ: Mapping[str, str], hvd: Any) -> None:
+    """A one-line ConfigError naming what to change when ``HOROVOD_CONTROLLER`` asks for a
+    controller (``mpi`` or ``gloo``) that this build of Horovod lacks.
+
+    Call it before ``hvd.init()``: Horovod 0.28.1 built without MPI and asked for it
+    crashes inside ``hvd.init()`` with a segmentation fault and no message.
+    """
+    asked = (environ.get("HOROVOD_CONTROLLER") or "").strip().lower()
+    built = {"mpi": bool(hvd.mpi_built()), "gloo": bool(hvd.gloo_built())}
+    if built.get(asked, True):
+        return
+    label = {"mpi": "MPI", "gloo": "Gloo"}
+    other = "gloo" if asked == "mpi" else "mpi"
+    rebuild = (f"rebuild Horovod with {label[asked]} (`scripts/build_horovod.sh "
+               + ("--mpi` with Open MPI's mpicc on PATH)" if asked == "mpi" else
+                  "`, which includes Gloo by default)"))
+    fix = (f"unset HOROVOD_CONTROLLER (or set it to {other}) to use {label[other]}, or "
+           f"{rebuild}" if built[other] else rebuild)
+    raise ConfigError(f"HOROVOD_CONTROLLER={asked} but this Horovod was built without "
+                      f"{label[asked]} (horovod.tensorflow.{asked}_built() is False): {fix}")
 
 
 def pin_gpu(local_rank: int) -> str | None:
@@ -95,6 +120,7 @@ class HorovodDistributor:
 
     def __init__(self, fp16_compression: bool = False, pin_gpus: bool = True) -> None:
         hvd = import_horovod()
+        check_horovod_build(os.environ, hvd)  # what hvd.init() reads
         hvd.init()
         self._hvd = hvd
         self.rank: int = hvd.rank()

@@ -13,7 +13,9 @@ exchange their Gloo addresses) and gives every process its slot in variables. Un
    (``$ALBERTKIT_PORT``, default 23400: the same port tf_multiworker's worker 0 uses) for the
    life of the process;
 3. the other tasks wait until that port answers (Horovod's own client gives up after a few
-   retries), at most :data:`RENDEZVOUS_WAIT` seconds.
+   retries), at most ``distributed.startup_timeout_s`` seconds (:data:`RENDEZVOUS_WAIT` when
+   called without a timeout). By then every task has passed the start-up check
+   (:mod:`albertkit.distributed.startup`, on the same port just before), so worker 0 is alive.
 
 Which controller (:func:`controller_for`): MPI when Horovod is built with MPI and the task
 was started by ``srun --mpi=pmix``/``pmi2`` (PMIx or PMI variables present) or

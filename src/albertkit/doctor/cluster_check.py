@@ -194,14 +194,17 @@ def run_cluster_check(info: ClusterInfo, backend: str, run_dir: Path, timeout: f
                       environ: Mapping[str, str] | None = None) -> tuple[int, list[Check]]:
     """Build ``backend``'s distributor and run :func:`cluster_checks`; returns this
     process's rank (the backend's) and the checks. A peer that does not answer within
-    ``timeout`` seconds ends the process (exit 3) with a line naming this host and rank."""
+    ``timeout`` seconds ends the process (exit 3) with a line naming this host and rank; one
+    that never starts is named after half of it (the backend's start-up check)."""
     from albertkit.config import DistributedConfig
     from albertkit.distributed import build_distributor
 
     message = (f"FAILED all_reduce on {info.host} (rank {info.rank}): no answer from the other "
                f"{info.world_size - 1} rank(s) within {timeout:g} s ({backend})")
     with Watchdog(timeout, message):
-        dist = build_distributor(DistributedConfig(backend=backend), environ)
+        # the start-up check gives up first, naming the rank that never came
+        cfg = DistributedConfig(backend=backend, startup_timeout_s=max(timeout / 2, 1.0))
+        dist = build_distributor(cfg, environ)
         checks = cluster_checks(distributor_sum(dist), dist.rank, dist.size, info.host,
                                 run_dir, clock_tolerance, local_failures)
     return dist.rank, checks
