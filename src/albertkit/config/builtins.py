@@ -1,4 +1,4 @@
-"""albertkit's own tasks, data kinds, optimizers and model sizes, registered through the
+"""albertkit's own tasks, data kinds, optimizers, model sizes and sentence splitters, registered through the
 same calls a plugin makes (:mod:`albertkit.config.registry`).
 
 The task classes are named by path: registering them imports no TensorFlow.
@@ -15,9 +15,18 @@ from albertkit.config.data import (
     UserClassificationData,
     UserPretrainingData,
 )
-from albertkit.config.registry import register_optimizer, register_size, register_task
+from albertkit.config.registry import (
+    register_optimizer,
+    register_sentence_splitter,
+    register_size,
+    register_task,
+)
 from albertkit.config.sections import AdamWConfig, LambConfig
 from albertkit.config.sizes import SIZES
+
+# pysbd 0.3.4 has rules for these (pysbd.languages.LANGUAGE_CODES); English keeps albertkit's
+PYSBD_LANGUAGES = ("am", "ar", "bg", "da", "de", "el", "es", "fa", "fr", "hi", "hy", "it",
+                   "ja", "mr", "my", "nl", "pl", "ru", "ur", "zh")
 
 
 def register_builtins() -> None:
@@ -31,3 +40,10 @@ def register_builtins() -> None:
     register_optimizer(AdamWConfig)
     for name, fields in SIZES.items():
         register_size(name, fields)
+    # by path: the data layer sits above config (imported when text is split)
+    register_sentence_splitter("rules", "albertkit.data.sentences:RulesSplitter",
+                               languages=["en"])
+    register_sentence_splitter("pysbd", "albertkit.data.sentences:PysbdSplitter",
+                               languages=PYSBD_LANGUAGES)
+    register_sentence_splitter("punctuation", "albertkit.data.sentences:PunctuationSplitter",
+                               languages=[])

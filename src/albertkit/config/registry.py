@@ -1,5 +1,5 @@
 """The registries of albertkit's pluggable parts: tasks with the data kinds they read,
-optimizers and model sizes.
+optimizers, model sizes and sentence splitters.
 
 Every part goes through one registry, albertkit's own built-ins included
 (:mod:`albertkit.config.builtins` registers them with the same ``register_*`` calls a plugin
@@ -43,7 +43,7 @@ ENTRY_POINT_GROUP = "albertkit.plugins"
 without arguments that makes ``register_*`` calls."""
 PLUGIN_HINT = "a plugin may be missing: pip install it or check `albertkit plugins`"
 
-Category = Literal["task", "data kind", "optimizer", "size"]
+Category = Literal["task", "data kind", "optimizer", "size", "sentence splitter"]
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class _Registry:
 
     def __init__(self) -> None:
         self.tables: dict[Category, dict[str, Entry]] = {
-            "task": {}, "data kind": {}, "optimizer": {}, "size": {}}
+            "task": {}, "data kind": {}, "optimizer": {}, "size": {}, "sentence splitter": {}}
         self.version = 0
         self.pending: list[Entry] | None = None
         self.loaded: set[tuple[str, str]] = set()  # (distribution, entry point) committed
@@ -148,6 +148,28 @@ def register_size(name: str, spec: Mapping[str, Any]) -> None:
     except TypeError as e:
         raise PluginError(f"size {name!r}: {_one_line(e)}") from None
     _submit([Entry("size", name, dict(spec))])
+
+
+def register_sentence_splitter(name: str, splitter: str | type, *,
+                               languages: Iterable[str]) -> None:
+    """Register sentence splitter ``name`` for ``languages`` (codes): a class whose instances
+    have ``build(language)`` returning a function ``str -> list[str]``, or its
+    ``"module:Class"`` path (imported when text is split). For its languages it replaces
+    albertkit's own splitter."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise PluginError(f"sentence splitter name {name!r} is not an identifier")
+    if isinstance(splitter, str):
+        module, _, attr = splitter.partition(":")
+        if not module or not attr:
+            raise PluginError(f"sentence splitter {name!r}: {splitter!r} is not a "
+                              "'module:Class' path")
+    elif not callable(getattr(splitter, "build", None)):
+        raise PluginError(f"sentence splitter {name!r}: {splitter!r} has no build(language)")
+    codes = (languages,) if isinstance(languages, str) else tuple(languages)
+    if not all(isinstance(c, str) and c for c in codes):
+        raise PluginError(f"sentence splitter {name!r}: languages={languages!r} is not a list "
+                          "of language codes")
+    _submit([Entry("sentence splitter", name, (splitter, codes))])
 
 
 def _kind_of(config: Any, what: str) -> str:
@@ -318,6 +340,35 @@ def task_builder(name: str) -> Any:
     except (ImportError, AttributeError) as e:
         raise PluginError(f"task {name!r} of {entry.source}: cannot import {entry.value}: "
                           f"{_one_line(e)}") from e
+
+
+def sentence_splitters() -> dict[str, tuple[str, ...]]:
+    """The languages of every registered sentence splitter, by name (plugins loaded)."""
+    load_plugins()
+    return {k: e.value[1] for k, e in entries("sentence splitter").items()}
+
+
+def sentence_splitter_for(language: str) -> Any:
+    """A sentence splitter (an instance with ``build(language)``) for ``language``: the
+    last one registered that lists it, a plugin's before albertkit's; the one named
+    ``punctuation`` when none does."""
+    load_plugins()
+    table = entries("sentence splitter")
+    claims = [e for e in table.values() if language in e.value[1]]
+    plugins = [e for e in claims if not e.source.builtin]
+    chosen = (plugins or claims or [table.get("punctuation")])[-1]
+    if chosen is None:
+        raise PluginError(f"no sentence splitter for language {language!r}; registered: "
+                          f"{list(table)} ({PLUGIN_HINT})")
+    splitter = chosen.value[0]
+    if isinstance(splitter, str):
+        module, _, attr = splitter.partition(":")
+        try:
+            splitter = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as e:
+            raise PluginError(f"sentence splitter {chosen.name!r} of {chosen.source}: cannot "
+                              f"import {chosen.value[0]}: {_one_line(e)}") from e
+    return splitter()
 
 
 def union_tags() -> set[str]:

@@ -17,6 +17,15 @@ transformers converts a bare ``spiece.model`` through protobuf classes that need
 ``protobuf>=7`` while TensorFlow 2.21 pins ``protobuf<7``; with ``tokenizer.json`` present
 no conversion happens.
 
+Language: ``TokenizerConfig.language`` is ``"auto"`` (decided from the corpus's scripts,
+:mod:`albertkit.data.language`) or a code. It chooses the defaults of ``lowercase`` and
+``keep_accents`` (English: the ALBERT recipe, lower-cased and accents stripped; every other
+language keeps its marks, so no kana loses its dakuten and no Thai vowel is dropped, and
+lower-cases only where its script has case) and is recorded in
+``albertkit_tokenizer.json``; a tokenizer without that record (made before albertkit asked)
+is English. A setting given explicitly against the language's default that would change
+letters of the corpus's own scripts is announced in one line before training.
+
 One deliberate difference: literal ``[CLS]``/``[SEP]``/``[MASK]``/``<pad>``/``<unk>``
 strings inside raw text are ordinary text for albertkit (as for Google's tokenizer), while
 transformers matches them as special tokens. Corpus text must never inject control tokens.
@@ -26,6 +35,8 @@ Example (a corpus of 36 short lines; so small a vocabulary holds little more tha
     ...          "small") for b in ("blue", "flat", "new", "wet", "soft", "warm")]
     >>> _ = Path("corpus.txt").write_text("\\n".join(lines) + "\\n")
     >>> tok = train_tokenizer(["corpus.txt"], "tok", TokenizerConfig(vocab_size=36, num_threads=1))
+    >>> tok.language, tok.lowercase, tok.keep_accents
+    ('en', True, False)
     >>> sorted(path.name for path in Path("tok").iterdir())
     ['albertkit_tokenizer.json', 'spiece.model', 'tokenizer.json', 'tokenizer_config.json']
     >>> tok.vocab_size, tok.pad_id, tok.cls_id, tok.sep_id, tok.mask_id
@@ -37,18 +48,20 @@ Example (a corpus of 36 short lines; so small a vocabulary holds little more tha
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
 import shutil
 import tempfile
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from albertkit.data.corpus import (
     DEFAULT_MAX_LINE_BYTES,
@@ -56,6 +69,7 @@ from albertkit.data.corpus import (
     InputFormat,
     read_documents,
 )
+from albertkit.data.language import AUTO, LanguageGuess, language_info, resolve_language, script_of
 from albertkit.data.protobuf import fields, len_field
 from albertkit.errors import TokenizerError
 from albertkit.fileio import (
@@ -72,6 +86,7 @@ PAD, UNK, CLS, SEP, MASK = "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = {"pad": PAD, "unk": UNK, "cls": CLS, "sep": SEP, "mask": MASK}
 ALBERT_USER_SYMBOLS = ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"]
 MODEL_FILE = "spiece.model"
+META_FILE = "albertkit_tokenizer.json"  # albertkit's record: settings, language, sentences
 
 # Google's _is_start_piece_sp: punctuation pieces and pieces with characters other than
 # English letters/punctuation start a new "word" for whole-word masking.
@@ -85,8 +100,11 @@ class TokenizerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     vocab_size: int = Field(30000, gt=16)
-    lowercase: bool = True
-    keep_accents: bool = False
+    # "auto" (from the corpus's scripts) or a code of albertkit.data.language
+    language: str = "auto"
+    # None: the language's default (English: True / False, the ALBERT recipe)
+    lowercase: bool | None = None
+    keep_accents: bool | None = None
     character_coverage: float = Field(0.99995, gt=0.0, le=1.0)
     user_defined_symbols: list[str] = list(ALBERT_USER_SYMBOLS)
     input_sentence_size: int = Field(10_000_000, gt=0)
@@ -96,6 +114,23 @@ class TokenizerConfig(BaseModel):
     input_format: InputFormat = "document_per_line"
     encoding_errors: EncodingErrors = "fail"
     max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, gt=0)
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, value: str) -> str:
+        if value != AUTO:
+            language_info(value)  # an unknown code lists the known ones
+        return value
+
+    def for_language(self, code: str) -> TokenizerConfig:
+        """These settings with ``language`` resolved to ``code`` and its defaults filled in."""
+        lang = language_info(code)
+        return self.model_copy(update={
+            "language": lang.code,
+            "lowercase": lang.lowercase if self.lowercase is None else self.lowercase,
+            "keep_accents": lang.keep_accents if self.keep_accents is None
+            else self.keep_accents,
+        })
 
 
 def normalize_text(text: str, *, lowercase: bool = True, keep_accents: bool = False) -> str:
@@ -153,6 +188,8 @@ class Tokenizer:
         model_file: path to ``spiece.model``.
         lowercase: lower-case text before SentencePiece (HF ``do_lower_case``).
         keep_accents: keep accents (HF ``keep_accents``).
+        language: the language code it was trained for (recorded in
+            ``albertkit_tokenizer.json``; English when nothing says).
 
     Example (train a tiny tokenizer on sentences, then load its directory):
         >>> lines = [f"a {a} cat sat on a {b} mat." for a in ("red", "big", "old", "shy", "tall",
@@ -168,7 +205,12 @@ class Tokenizer:
     """
 
     def __init__(
-        self, model_file: str | os.PathLike, *, lowercase: bool = True, keep_accents: bool = False
+        self,
+        model_file: str | os.PathLike,
+        *,
+        lowercase: bool = True,
+        keep_accents: bool = False,
+        language: str = "en",
     ) -> None:
         self.model_file = Path(model_file)
         try:
@@ -184,6 +226,7 @@ class Tokenizer:
             raise TokenizerError(f"{self.model_file}: not a SentencePiece model ({e})") from None
         self.lowercase = lowercase
         self.keep_accents = keep_accents
+        self.language = language_info(language).code
         self.special_ids: dict[str, int] = {}
         for name, piece in SPECIAL_TOKENS.items():
             i = self.sp.piece_to_id(piece)
@@ -205,10 +248,12 @@ class Tokenizer:
     ) -> Tokenizer:
         """Load a tokenizer directory (HF layout) or a bare ``spiece.model`` file.
 
-        Flags come from ``tokenizer_config.json`` when present; explicit arguments win.
+        Flags come from ``tokenizer_config.json`` when present; explicit arguments win. The
+        language comes from ``albertkit_tokenizer.json`` (English when absent).
         """
         path = Path(path)
         cfg: dict = {}
+        language = "en"
         if path.is_dir():
             model = path / MODEL_FILE
             if not model.is_file():
@@ -216,6 +261,7 @@ class Tokenizer:
             cfg_file = path / "tokenizer_config.json"
             if cfg_file.is_file():
                 cfg = read_json(cfg_file, "tokenizer config", TokenizerError)
+            language = _recorded_language(path)
         elif path.is_file():
             model = path
         else:
@@ -224,6 +270,7 @@ class Tokenizer:
             model,
             lowercase=cfg.get("do_lower_case", True) if lowercase is None else lowercase,
             keep_accents=cfg.get("keep_accents", False) if keep_accents is None else keep_accents,
+            language=language,
         )
 
     # ---------------------------------------------------------------- properties
@@ -321,6 +368,27 @@ class Tokenizer:
                     write_synced(directory / name, (Path(tmp) / name).read_bytes())
         if with_model:
             write_synced(directory / MODEL_FILE, self._proto)
+            if self.language != "en":  # English is what a directory without a record means
+                meta = {"language": {"code": self.language}, "sha256": self.sha256}
+                write_synced(directory / META_FILE, json.dumps(meta, indent=2).encode())
+
+
+def _recorded_language(directory: Path) -> str:
+    """The language in ``directory/albertkit_tokenizer.json``; ``"en"`` without a record."""
+    meta_file = directory / META_FILE
+    if not meta_file.is_file():
+        return "en"
+    meta = read_json(meta_file, "tokenizer record", TokenizerError)
+    record = meta.get("language") if isinstance(meta, dict) else None
+    if record is None:
+        return "en"  # written before albertkit recorded languages
+    code = record.get("code") if isinstance(record, dict) else None
+    if not isinstance(code, str):
+        raise TokenizerError(f"{meta_file}: language={record!r} has no code")
+    try:
+        return language_info(code).code
+    except ValueError as e:
+        raise TokenizerError(f"{meta_file}: {e}") from None
 
 
 # ------------------------------------------------------------------ the directory on disk
@@ -511,6 +579,7 @@ def _training_sentences(
                 input_format=config.input_format,
                 encoding_errors=config.encoding_errors,
                 max_line_bytes=config.max_line_bytes,
+                language=str(config.language),
             )
             for s in doc.sentences
         )
@@ -526,6 +595,81 @@ def _training_sentences(
         raise
 
 
+_SAMPLE_CHARS = 2_000_000  # read to decide the language (and count changed letters)
+
+
+def _sample(
+    inputs: Iterable[str | os.PathLike] | None,
+    sentences: Iterable[str] | None,
+    config: TokenizerConfig,
+) -> tuple[list[str], Iterable[str] | None]:
+    """About ``_SAMPLE_CHARS`` characters of the corpus, and ``sentences`` still whole."""
+    if sentences is None:
+        from albertkit.data.corpus import sample_lines
+
+        return list(sample_lines(inputs or [], max_chars=_SAMPLE_CHARS,
+                                 max_line_bytes=config.max_line_bytes)), None
+    it = iter(sentences)
+    head: list[str] = []
+    seen = 0
+    for text in it:
+        head.append(text)
+        seen += len(text)
+        if seen >= _SAMPLE_CHARS:
+            break
+    return head, itertools.chain(head, it)
+
+
+def letters_changed(config: TokenizerConfig, texts: Sequence[str]) -> str | None:
+    """One line when ``config`` (resolved) departs from its language's defaults in a way
+    that changes letters of the language's own scripts in ``texts``; None otherwise.
+
+    Example:
+        >>> cfg = TokenizerConfig(keep_accents=False).for_language("ja")
+        >>> letters_changed(cfg, ["ガスが漏れた。"])
+        'keep_accents=false changes 2 letters of the corpus (Katakana 1, Hiragana 1), e.g. ガス -> カス; the ja default keeps them (keep_accents=true)'
+    """
+    lang = language_info(config.language)
+    given = {name: getattr(config, name) for name in ("lowercase", "keep_accents")}
+    departs = {k: v for k, v in given.items() if v != getattr(lang, k)}
+    if not departs:
+        return None
+    chars: Counter[str] = Counter()
+    nfkc = [unicodedata.normalize("NFKC", t) for t in texts]
+    for text in nfkc:
+        chars.update(text)
+
+    def after(text: str) -> str:
+        return unicodedata.normalize("NFKC", normalize_text(
+            text, lowercase=bool(config.lowercase), keep_accents=bool(config.keep_accents)))
+
+    changed: Counter[str] = Counter()
+    first = None
+    for char, n in chars.most_common():
+        script = script_of(char)
+        if script in lang.scripts and after(char) != char:
+            changed[script] += n
+            first = first or char
+    if not changed:
+        return None
+    word = first
+    for text in nfkc:
+        at = text.find(first)
+        if at >= 0:
+            lo, hi = at, at + 1
+            while lo > 0 and at - lo < 1 and script_of(text[lo - 1]) in lang.scripts:
+                lo -= 1
+            while hi < len(text) and hi - at < 2 and script_of(text[hi]) in lang.scripts:
+                hi += 1
+            word = text[lo:hi]
+            break
+    settings = ", ".join(f"{k}={str(v).lower()}" for k, v in departs.items())
+    defaults = ", ".join(f"{k}={str(getattr(lang, k)).lower()}" for k in departs)
+    per_script = ", ".join(f"{s} {n}" for s, n in changed.most_common())
+    return (f"{settings} changes {sum(changed.values())} letters of the corpus ({per_script}), "
+            f"e.g. {word} -> {after(word)}; the {lang.code} default keeps them ({defaults})")
+
+
 def train_tokenizer(
     inputs: Iterable[str | os.PathLike] | None,
     out_dir: str | os.PathLike,
@@ -533,6 +677,7 @@ def train_tokenizer(
     *,
     sentences: Iterable[str] | None = None,
     overwrite: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> Tokenizer:
     """Train a SentencePiece unigram model with the ALBERT recipe and save an HF directory.
 
@@ -547,14 +692,27 @@ def train_tokenizer(
         sentences: raw sentences to train on instead of files.
         overwrite: replace a tokenizer that prepared data still uses (that data's token
             ids then mean other pieces: prepare it again).
+        say: where the language line (``"language: ja (Han 41%, ...)"``) and a warning
+            about changed letters go before training (default: the module's logger).
 
     Raises:
         TokenizerError: naming ``vocab_size`` when the corpus cannot support it, the input
             problem (empty input, unreadable file), or why ``out_dir`` is not replaced.
+        LanguageError: an unknown language code, or a corpus not in the language given.
     """
     config = config or TokenizerConfig()
     out_dir = Path(out_dir)
     check_replaceable(out_dir, overwrite)  # before hours of training, not after
+    given = config.model_dump(mode="json")
+    sample, rest = _sample(inputs, sentences, config)
+    if rest is not None:
+        sentences = rest
+    guess = resolve_language(config.language, sample)
+    config = config.for_language(guess.code)
+    (say or log.info)(f"language: {guess.describe()}" + ("" if guess.detected else " (given)"))
+    warning = letters_changed(config, sample)
+    if warning:
+        (say or log.warning)(f"warning: {warning}")
     counter = [0]
     errors: list[Exception] = []
     specials = [CLS, SEP, MASK]
@@ -603,18 +761,25 @@ def train_tokenizer(
                 raise TokenizerError(f"SentencePiece training failed: {msg}") from None
             model_bytes = _without_model_prefix(Path(prefix + ".model").read_bytes())
         write_synced(tmp / MODEL_FILE, model_bytes)
-        tok = Tokenizer(
-            tmp / MODEL_FILE, lowercase=config.lowercase, keep_accents=config.keep_accents
-        )
+        tok = _trained(tmp / MODEL_FILE, config)
         tok._write_files(tmp, with_model=False)
-        meta = {"config": config.model_dump(mode="json"), "sentences": counter[0],
-                "sha256": tok.sha256}
+        meta = {"config": given, "sentences": counter[0], "sha256": tok.sha256,
+                "language": _language_record(guess)}
         write_synced(tmp / "albertkit_tokenizer.json", json.dumps(meta, indent=2).encode())
 
     _swap_in(out_dir, build)
-    return Tokenizer(
-        out_dir / MODEL_FILE, lowercase=config.lowercase, keep_accents=config.keep_accents
-    )
+    return _trained(out_dir / MODEL_FILE, config)
+
+
+def _trained(model_file: Path, config: TokenizerConfig) -> Tokenizer:
+    return Tokenizer(model_file, lowercase=bool(config.lowercase),
+                     keep_accents=bool(config.keep_accents), language=config.language)
+
+
+def _language_record(guess: LanguageGuess) -> dict:
+    """What ``albertkit_tokenizer.json`` says about the language."""
+    return {"code": guess.code, "detected": guess.detected,
+            "script_shares": {k: round(v, 4) for k, v in guess.script_shares.items()}}
 
 
 def export_hf_directory(
