@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import glob
 import gzip
+import itertools
 import os
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -54,6 +55,7 @@ _MAX_REPORTED = 20
 # of becoming one huge string. Whole Wikipedia articles as one line stay far below it.
 DEFAULT_MAX_LINE_BYTES = 8 << 20
 _SCAN_BYTES = 1 << 20  # piece size when a line is only skipped
+SAMPLE_CHARS = 2_000_000  # read to decide a corpus's language
 
 
 @dataclass
@@ -360,7 +362,7 @@ def read_documents(
 def sample_lines(
     files: Iterable[str | os.PathLike],
     *,
-    max_chars: int = 2_000_000,
+    max_chars: int = SAMPLE_CHARS,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[str]:
     """Raw text lines for language detection: about ``max_chars`` characters, taken in turn
@@ -382,3 +384,24 @@ def sample_lines(
                         break
             except _GZIP_ERRORS as e:
                 raise _gzip_error(str(path), e) from None
+
+
+def sample_corpus(
+    inputs: Iterable[str | os.PathLike] | None,
+    sentences: Iterable[str] | None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> tuple[list[str], Iterable[str] | None]:
+    """About ``SAMPLE_CHARS`` characters of a corpus given as files (``inputs``) or as
+    ``sentences``, and those ``sentences`` still whole (an iterator is read only once)."""
+    if sentences is None:
+        return list(sample_lines(inputs or [], max_chars=SAMPLE_CHARS,
+                                 max_line_bytes=max_line_bytes)), None
+    it = iter(sentences)
+    head: list[str] = []
+    seen = 0
+    for text in it:
+        head.append(text)
+        seen += len(text)
+        if seen >= SAMPLE_CHARS:
+            break
+    return head, itertools.chain(head, it)

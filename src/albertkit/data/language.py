@@ -207,6 +207,8 @@ _FUNCTION_WORDS = {
     "it": "il di che è la per un non del della sono gli le una con si",
     "pt": "o os de que não do da em um uma para é com dos no se",
     "nl": "de het een en van is dat niet op te zijn met voor die",
+    # Vietnamese: its tone marks are letters, so telling it from English matters most
+    "vi": "và của có là không những được trong cho người một các với này tôi đi",
 }
 _WORD_SETS = {code: frozenset(words.split()) for code, words in _FUNCTION_WORDS.items()}
 _WORD = re.compile(r"[^\W\d_]+")
@@ -263,6 +265,24 @@ class LanguageGuess:
     def describe(self) -> str:
         """``"ja (Han 41%, Hiragana 38%, Katakana 12%, Latin 9%)"``."""
         return f"{self.code} ({self.shares_text()})"
+
+    def to_record(self) -> dict:
+        """What the tokenizer's ``albertkit_tokenizer.json`` and a dataset's
+        ``manifest.json`` keep (``"language"``); :func:`recorded_language` reads it back."""
+        return {"code": self.code, "detected": self.detected,
+                "script_shares": {k: round(v, 4) for k, v in self.script_shares.items()}}
+
+
+def recorded_language(record: object) -> str:
+    """The code of a ``"language"`` record (:meth:`LanguageGuess.to_record`); ``"en"`` when
+    there is none (files written before albertkit recorded languages). A record without a
+    known code raises :class:`LanguageError`."""
+    if record is None:
+        return "en"
+    code = record.get("code") if isinstance(record, dict) else None
+    if not isinstance(code, str):
+        raise LanguageError(f"language record {record!r} has no code")
+    return language_info(code).code
 
 
 def _shares(counts: Counter[str]) -> dict[str, float]:

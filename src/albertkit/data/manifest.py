@@ -94,5 +94,6 @@ def read_manifest(path: str | os.PathLike, error: type[Exception] = ValueError) 
 def manifest_language(manifest: dict[str, Any]) -> str:
     """The language code a (read) manifest records; ``"en"`` for data prepared before
     albertkit recorded languages."""
-    record = manifest.get("language")
-    return str(record["code"]) if isinstance(record, dict) and "code" in record else "en"
+    from albertkit.data.language import recorded_language
+
+    return recorded_language(manifest.get("language"))

@@ -48,14 +48,11 @@ Example (a corpus of 36 short lines; so small a vocabulary holds little more tha
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import logging
 import os
 import shutil
 import tempfile
-import unicodedata
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -68,8 +65,10 @@ from albertkit.data.corpus import (
     EncodingErrors,
     InputFormat,
     read_documents,
+    sample_corpus,
 )
-from albertkit.data.language import AUTO, LanguageGuess, language_info, resolve_language, script_of
+from albertkit.data.language import AUTO, language_info, recorded_language, resolve_language
+from albertkit.data.normalization import letters_changed, normalize_text
 from albertkit.data.protobuf import fields, len_field
 from albertkit.errors import TokenizerError
 from albertkit.fileio import (
@@ -131,18 +130,6 @@ class TokenizerConfig(BaseModel):
             "keep_accents": lang.keep_accents if self.keep_accents is None
             else self.keep_accents,
         })
-
-
-def normalize_text(text: str, *, lowercase: bool = True, keep_accents: bool = False) -> str:
-    """The normalisation of HF ``AlbertTokenizer`` / Google's ``preprocess_text``."""
-    text = " ".join(text.split())
-    text = text.replace("``", '"').replace("''", '"')
-    if not keep_accents and not text.isascii():
-        text = unicodedata.normalize("NFKD", text)
-        text = "".join(c for c in text if unicodedata.category(c) != "Mn")
-    if lowercase:
-        text = text.lower()
-    return text
 
 
 def _is_word_start_piece(piece: str) -> bool:
@@ -376,17 +363,9 @@ class Tokenizer:
 def _recorded_language(directory: Path) -> str:
     """The language in ``directory/albertkit_tokenizer.json``; ``"en"`` without a record."""
     meta_file = directory / META_FILE
-    if not meta_file.is_file():
-        return "en"
-    meta = read_json(meta_file, "tokenizer record", TokenizerError)
-    record = meta.get("language") if isinstance(meta, dict) else None
-    if record is None:
-        return "en"  # written before albertkit recorded languages
-    code = record.get("code") if isinstance(record, dict) else None
-    if not isinstance(code, str):
-        raise TokenizerError(f"{meta_file}: language={record!r} has no code")
+    meta = read_json(meta_file, "tokenizer record", TokenizerError) if meta_file.is_file() else {}
     try:
-        return language_info(code).code
+        return recorded_language(meta.get("language") if isinstance(meta, dict) else None)
     except ValueError as e:
         raise TokenizerError(f"{meta_file}: {e}") from None
 
@@ -595,81 +574,6 @@ def _training_sentences(
         raise
 
 
-_SAMPLE_CHARS = 2_000_000  # read to decide the language (and count changed letters)
-
-
-def _sample(
-    inputs: Iterable[str | os.PathLike] | None,
-    sentences: Iterable[str] | None,
-    config: TokenizerConfig,
-) -> tuple[list[str], Iterable[str] | None]:
-    """About ``_SAMPLE_CHARS`` characters of the corpus, and ``sentences`` still whole."""
-    if sentences is None:
-        from albertkit.data.corpus import sample_lines
-
-        return list(sample_lines(inputs or [], max_chars=_SAMPLE_CHARS,
-                                 max_line_bytes=config.max_line_bytes)), None
-    it = iter(sentences)
-    head: list[str] = []
-    seen = 0
-    for text in it:
-        head.append(text)
-        seen += len(text)
-        if seen >= _SAMPLE_CHARS:
-            break
-    return head, itertools.chain(head, it)
-
-
-def letters_changed(config: TokenizerConfig, texts: Sequence[str]) -> str | None:
-    """One line when ``config`` (resolved) departs from its language's defaults in a way
-    that changes letters of the language's own scripts in ``texts``; None otherwise.
-
-    Example:
-        >>> cfg = TokenizerConfig(keep_accents=False).for_language("ja")
-        >>> letters_changed(cfg, ["ガスが漏れた。"])
-        'keep_accents=false changes 2 letters of the corpus (Katakana 1, Hiragana 1), e.g. ガス -> カス; the ja default keeps them (keep_accents=true)'
-    """
-    lang = language_info(config.language)
-    given = {name: getattr(config, name) for name in ("lowercase", "keep_accents")}
-    departs = {k: v for k, v in given.items() if v != getattr(lang, k)}
-    if not departs:
-        return None
-    chars: Counter[str] = Counter()
-    nfkc = [unicodedata.normalize("NFKC", t) for t in texts]
-    for text in nfkc:
-        chars.update(text)
-
-    def after(text: str) -> str:
-        return unicodedata.normalize("NFKC", normalize_text(
-            text, lowercase=bool(config.lowercase), keep_accents=bool(config.keep_accents)))
-
-    changed: Counter[str] = Counter()
-    first = None
-    for char, n in chars.most_common():
-        script = script_of(char)
-        if script in lang.scripts and after(char) != char:
-            changed[script] += n
-            first = first or char
-    if not changed:
-        return None
-    word = first
-    for text in nfkc:
-        at = text.find(first)
-        if at >= 0:
-            lo, hi = at, at + 1
-            while lo > 0 and at - lo < 1 and script_of(text[lo - 1]) in lang.scripts:
-                lo -= 1
-            while hi < len(text) and hi - at < 2 and script_of(text[hi]) in lang.scripts:
-                hi += 1
-            word = text[lo:hi]
-            break
-    settings = ", ".join(f"{k}={str(v).lower()}" for k, v in departs.items())
-    defaults = ", ".join(f"{k}={str(getattr(lang, k)).lower()}" for k in departs)
-    per_script = ", ".join(f"{s} {n}" for s, n in changed.most_common())
-    return (f"{settings} changes {sum(changed.values())} letters of the corpus ({per_script}), "
-            f"e.g. {word} -> {after(word)}; the {lang.code} default keeps them ({defaults})")
-
-
 def train_tokenizer(
     inputs: Iterable[str | os.PathLike] | None,
     out_dir: str | os.PathLike,
@@ -704,13 +608,14 @@ def train_tokenizer(
     out_dir = Path(out_dir)
     check_replaceable(out_dir, overwrite)  # before hours of training, not after
     given = config.model_dump(mode="json")
-    sample, rest = _sample(inputs, sentences, config)
+    sample, rest = sample_corpus(inputs, sentences, config.max_line_bytes)
     if rest is not None:
         sentences = rest
     guess = resolve_language(config.language, sample)
     config = config.for_language(guess.code)
     (say or log.info)(f"language: {guess.describe()}" + ("" if guess.detected else " (given)"))
-    warning = letters_changed(config, sample)
+    warning = letters_changed(config.language, sample, lowercase=bool(config.lowercase),
+                              keep_accents=bool(config.keep_accents))
     if warning:
         (say or log.warning)(f"warning: {warning}")
     counter = [0]
@@ -764,7 +669,7 @@ def train_tokenizer(
         tok = _trained(tmp / MODEL_FILE, config)
         tok._write_files(tmp, with_model=False)
         meta = {"config": given, "sentences": counter[0], "sha256": tok.sha256,
-                "language": _language_record(guess)}
+                "language": guess.to_record()}
         write_synced(tmp / "albertkit_tokenizer.json", json.dumps(meta, indent=2).encode())
 
     _swap_in(out_dir, build)
@@ -774,12 +679,6 @@ def train_tokenizer(
 def _trained(model_file: Path, config: TokenizerConfig) -> Tokenizer:
     return Tokenizer(model_file, lowercase=bool(config.lowercase),
                      keep_accents=bool(config.keep_accents), language=config.language)
-
-
-def _language_record(guess: LanguageGuess) -> dict:
-    """What ``albertkit_tokenizer.json`` says about the language."""
-    return {"code": guess.code, "detected": guess.detected,
-            "script_shares": {k: round(v, 4) for k, v in guess.script_shares.items()}}
 
 
 def export_hf_directory(

@@ -624,8 +624,7 @@ def prepare_pretraining_data(
     copy_tokenizer(tok, out_dir / TOKENIZER_COPY)
     manifest = {
         **plan,
-        "language": {"code": guess.code, "detected": guess.detected,
-                     "script_shares": {k: round(v, 4) for k, v in guess.script_shares.items()}},
+        "language": guess.to_record(),
         "masking": config.masking,
         "seq_length": config.seq_length,
         "max_predictions_per_seq": config.max_predictions_per_seq,
