@@ -36,6 +36,7 @@ from albertkit.config.registry import (
     ENTRY_POINT_GROUP,
     register_data,
     register_optimizer,
+    register_sentence_splitter,
     register_size,
     register_task,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "invalid_configuration",
     "register_data",
     "register_optimizer",
+    "register_sentence_splitter",
     "register_size",
     "register_task",
 ]

@@ -7,7 +7,9 @@ none of its modules.
 Modules (imported on demand; only ``pretraining_dataset`` and ``stream`` import TensorFlow
 when imported, ``finetune`` when it builds a pipeline):
 
-* ``corpus`` / ``sentences``: raw-text readers and sentence splitting;
+* ``language``: a corpus's language from its Unicode scripts, the languages albertkit knows;
+* ``corpus`` / ``sentences``: raw-text readers and sentence splitting per language;
+* ``normalization``: the text normalisation before SentencePiece;
 * ``tokenizer``: SentencePiece with the ALBERT recipe, saved as a Hugging Face directory;
 * ``instances`` / ``masking``: sentence-order pairs and n-gram whole-word masking;
 * ``tfrecord`` / ``protobuf`` / ``writer``: sharded, resumable TFRecord preparation in
@@ -31,6 +33,12 @@ from albertkit._lazy import lazy_exports
 if TYPE_CHECKING:
     from albertkit.data.demo import stdlib_documents
     from albertkit.data.finetune import load_hf_tokenizer
+    from albertkit.data.language import (
+        LanguageGuess,
+        detect_language,
+        known_languages,
+        resolve_language,
+    )
     from albertkit.data.pretraining_dataset import build_pretraining_dataset
     from albertkit.data.squad import SquadExample, SquadFeatures, convert_examples, read_squad
     from albertkit.data.tokenizer import Tokenizer, TokenizerConfig, train_tokenizer
@@ -41,6 +49,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "LanguageGuess",
     "PretrainingDataConfig",
     "SquadExample",
     "SquadFeatures",
@@ -48,15 +57,19 @@ __all__ = [
     "TokenizerConfig",
     "build_pretraining_dataset",
     "convert_examples",
+    "detect_language",
+    "known_languages",
     "load_hf_tokenizer",
     "prepare_pretraining_data",
     "read_squad",
+    "resolve_language",
     "shard_files",
     "stdlib_documents",
     "train_tokenizer",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "LanguageGuess": "language",
     "PretrainingDataConfig": "writer",
     "SquadExample": "squad",
     "SquadFeatures": "squad",
@@ -64,9 +77,12 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "TokenizerConfig": "tokenizer",
     "build_pretraining_dataset": "pretraining_dataset",
     "convert_examples": "squad",
+    "detect_language": "language",
+    "known_languages": "language",
     "load_hf_tokenizer": "finetune",
     "prepare_pretraining_data": "writer",
     "read_squad": "squad",
+    "resolve_language": "language",
     "shard_files": "writer",
     "stdlib_documents": "demo",
     "train_tokenizer": "tokenizer",
