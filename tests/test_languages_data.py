@@ -166,3 +166,44 @@ def test_cli_prints_the_language_once(tmp_path, japanese, capsys):
     assert out[0] == "language: ja (Hiragana 62%, Han 33%, Katakana 5%)"
     assert out[1].startswith("warning: keep_accents=false changes ")
     assert out[2].startswith("tokenizer: ")
+
+
+# ------------------------------------------------------------------ pretraining, export, fine-tuning
+@pytest.mark.slow
+def test_the_language_travels_through_pretraining_export_and_finetuning(tmp_path, japanese,
+                                                                        ja_tok):
+    from albertkit.data.language import resolve_language
+    from albertkit.training.export import export_run
+    from albertkit.training.trainer import AlbertTrainer
+    from conftest import make_tiny_config
+
+    runtime = {"micro_batch_size": 2, "global_batch_size": 2, "max_steps": 2,
+               "eval_every_steps": 0, "eager": True}
+    data = tmp_path / "data"
+    prepare_pretraining_data(_config(japanese), ja_tok, data, num_workers=1, progress=False)
+    run = tmp_path / "pre"
+    AlbertTrainer(make_tiny_config(
+        run, model={"vocab_size": ja_tok.vocab_size},
+        data={"kind": "tfrecord", "seq_length": SEQ, "max_predictions_per_seq": PREDS,
+              "shuffle_buffer": 8, "train_files": [str(data / "train-*.tfrecord")]},
+        runtime=runtime)).fit()
+    assert Tokenizer.load(run / "tokenizer").language == "ja"
+    exports = {fmt: export_run(run, tmp_path / fmt, format=fmt) for fmt in ("albertkit", "hf")}
+    assert Tokenizer.load(exports["albertkit"] / "tokenizer").language == "ja"
+    assert Tokenizer.load(exports["hf"]).language == "ja"
+    tsv = tmp_path / "ja.tsv"
+    tsv.write_text("sentence\tlabel\n" + "".join(
+        f"{s}\t{i % 2}\n" for i, s in enumerate(japanese_documents()[0] * 2)), encoding="utf-8")
+    ft = tmp_path / "ft"
+    cfg = make_tiny_config(
+        ft, model={"vocab_size": ja_tok.vocab_size, "load_from": str(exports["hf"])},
+        data={"kind": "classification", "task": "sst2", "train_file": str(tsv),
+              "max_seq_length": SEQ},
+        runtime={**runtime, "micro_batch_size": 4, "global_batch_size": 4})
+    assert cfg.data.language == "auto"
+    AlbertTrainer(cfg).fit()
+    tokenizer = Tokenizer.load(ft / "tokenizer")
+    assert tokenizer.language == "ja"
+    assert resolve_language(cfg.data.language, fallback=tokenizer.language).code == "ja"
+    with pytest.raises(ValueError, match="pattern"):
+        make_tiny_config(ft, data={"kind": "squad", "train_file": "t.json", "language": "JA"})

@@ -369,18 +369,23 @@ def mismatch(code: str, guess: LanguageGuess) -> bool:
 
 
 def resolve_language(
-    setting: str, texts: Iterable[str] | None = None, *, max_chars: int = 2_000_000
+    setting: str,
+    texts: Iterable[str] | None = None,
+    *,
+    max_chars: int = 2_000_000,
+    fallback: str = "en",
 ) -> LanguageGuess:
     """The language to use for a corpus: ``setting`` is ``"auto"`` or a language code.
 
-    ``auto`` detects it from ``texts`` (English when there are none). A given code is
+    ``auto`` detects it from ``texts``; without texts it is ``fallback`` (a fine-tuning
+    config passes the language its tokenizer records: ``Tokenizer.language``). A given code is
     checked: an unknown one, or one the corpus is clearly not written in (see
     :func:`mismatch`), raises :class:`LanguageError` in one line saying both languages and
     the script shares.
     """
     if setting == AUTO:
         if texts is None:
-            return LanguageGuess("en", detected=True)
+            return LanguageGuess(language_info(fallback).code, detected=False)
         return detect_language(texts, max_chars=max_chars)
     lang = language_info(setting)
     if texts is None:
