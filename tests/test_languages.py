@@ -226,3 +226,22 @@ def test_guess_record_round_trip():
     guess = LanguageGuess("zh", {"Han": 1.0}, 12)
     assert guess.to_record() == {"code": "zh", "detected": True, "script_shares": {"Han": 1.0}}
     assert recorded_language(guess.to_record()) == "zh" and recorded_language(None) == "en"
+
+
+@pytest.mark.slow
+def test_transformers_gives_albertkits_ids_in_every_language(tmp_path):
+    from transformers import AutoTokenizer
+
+    sets = {code: texts for code, texts in SAMPLES.items()}
+    for code in ("ja", "zh"):  # the hand-checked sentence sets as well
+        lines = (FIXTURES / f"sentences_{code}.txt").read_text(encoding="utf-8").splitlines()
+        sets[code] = [*sets[code], *(x for x in lines if x and not x.startswith("#"))]
+    checked = 0
+    for code, texts in sorted(sets.items()):
+        tok = _train(tmp_path, code, texts)
+        hf = AutoTokenizer.from_pretrained(tmp_path / f"tok-{code}")
+        for text in texts:
+            assert hf(text, add_special_tokens=False)["input_ids"] == tok.encode(text), (
+                code, text)
+            checked += 1
+    assert checked >= 30 + 410

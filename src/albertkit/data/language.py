@@ -306,9 +306,8 @@ def _latin_language(texts: list[str]) -> str:
     return best if n >= 1.2 * hits.get("en", 0) else "en"
 
 
-def _code_for(counts: Counter[str], texts: list[str]) -> str:
-    if not counts:
-        return "en"
+def _main_group(counts: Counter[str]) -> tuple[str, Counter[str]]:
+    """The script group with most letters (``"Latin"``, ``"CJK-ja"``, ...) and all groups."""
     groups: Counter[str] = Counter()
     for script, n in counts.items():
         groups["CJK" if script in _CJK else script] += n
@@ -316,8 +315,30 @@ def _code_for(counts: Counter[str], texts: list[str]) -> str:
     if main == "CJK":
         kana = counts["Hiragana"] + counts["Katakana"]
         if kana >= 0.05 * groups["CJK"]:
-            return "ja"
-        return "ko" if counts["Hangul"] > counts["Han"] else "zh"
+            main = "CJK-ja"
+        else:
+            main = "CJK-ko" if counts["Hangul"] > counts["Han"] else "CJK-zh"
+    return main, groups
+
+
+def text_script_group(text: str) -> str | None:
+    """The :func:`script_group` ``text`` belongs to by its letters (None: no letters); cheaper
+    than :func:`detect_language` (no word counting for Latin text).
+
+    Example:
+        >>> text_script_group("Größe"), text_script_group("ガス"), text_script_group("42")
+        ('Latin', 'CJK-ja', None)
+    """
+    counts = script_counts([text])
+    return _main_group(counts)[0] if counts else None
+
+
+def _code_for(counts: Counter[str], texts: list[str]) -> str:
+    if not counts:
+        return "en"
+    main, groups = _main_group(counts)
+    if main.startswith("CJK-"):
+        return main[4:]
     if main == "Latin":
         return _latin_language(texts)
     for script, _ in groups.most_common():  # "Other" letters: the next script that says

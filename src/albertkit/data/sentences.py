@@ -323,14 +323,14 @@ class SentenceSplitting:
 
     def language_of(self, text: str) -> str:
         """The language whose splitter gets ``text``."""
-        from albertkit.data.language import detect_language, script_group
+        from albertkit.data.language import detect_language, text_script_group
 
         if text.isascii():
             return self.language if self._group == "Latin" else "en"
-        guess = detect_language([text])
-        if not guess.letters or script_group(guess.code) == self._group:
+        group = text_script_group(text)
+        if group is None or group == self._group:
             return self.language
-        return guess.code
+        return detect_language([text]).code
 
     def splitter(self, language: str) -> SentenceSplit:
         """The (cached) split function of ``language``."""
