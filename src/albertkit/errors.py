@@ -24,6 +24,7 @@ __all__ = [
     "PluginError",
     "CorpusError",
     "TokenizerError",
+    "LanguageError",
     "ProtobufError",
     "RecordError",
     "DataPreparationError",
@@ -60,6 +61,11 @@ class CorpusError(AlbertkitError, ValueError):
 
 class TokenizerError(AlbertkitError, ValueError):
     """A tokenizer problem, with a message naming the file or setting."""
+
+
+class LanguageError(AlbertkitError, ValueError):
+    """An unknown language code, or a corpus that is not in the language given: the
+    message names both (and the corpus's script shares) or lists the known codes."""
 
 
 class ProtobufError(AlbertkitError, ValueError):

@@ -40,8 +40,19 @@ def add_train_tokenizer_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+", help="text files, directories or globs (.gz ok)")
     p.add_argument("--out", required=True, help="tokenizer directory to write")
     p.add_argument("--vocab-size", type=int, default=30000)
-    p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--keep-accents", action=argparse.BooleanOptionalAction, default=False)
+    p.add_argument(
+        "--language",
+        default="auto",
+        help="language code (en, ja, zh, ko, th, de, ...) or auto: decided from the corpus's "
+        "Unicode scripts (default: %(default)s)",
+    )
+    p.add_argument(
+        "--lowercase", action=argparse.BooleanOptionalAction, default=None,
+        help="lower-case the text (default: where the language's script has case)")
+    p.add_argument(
+        "--keep-accents", action=argparse.BooleanOptionalAction, default=None,
+        help="keep combining marks (default: English strips accents, the ALBERT recipe; every "
+        "other language keeps them)")
     p.add_argument("--character-coverage", type=float, default=0.99995)
     p.add_argument(
         "--input-format",
@@ -84,6 +95,7 @@ def run_train_tokenizer(args: argparse.Namespace) -> int:
     try:
         cfg = TokenizerConfig(
             vocab_size=args.vocab_size,
+            language=args.language,
             lowercase=args.lowercase,
             keep_accents=args.keep_accents,
             character_coverage=args.character_coverage,
@@ -95,7 +107,7 @@ def run_train_tokenizer(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
         t0 = time.time()
-        tok = train_tokenizer(args.inputs, args.out, cfg, overwrite=args.overwrite)
+        tok = train_tokenizer(args.inputs, args.out, cfg, overwrite=args.overwrite, say=print)
     except ValidationError as e:
         return _fail(_option_errors(e))
     except (CorpusError, TokenizerError, ValueError) as e:
@@ -119,6 +131,12 @@ def add_prepare_data_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="+", help="text files, directories or globs (.gz ok)")
     p.add_argument("--tokenizer", required=True, help="tokenizer directory or spiece.model")
     p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--language",
+        default="auto",
+        help="language code (en, ja, zh, ko, th, de, ...) or auto: decided from the corpus's "
+        "Unicode scripts; decides how sentences are split (default: %(default)s)",
+    )
     p.add_argument(
         "--input-format",
         choices=["document_per_line", "sentence_per_line"],
@@ -175,6 +193,7 @@ def run_prepare_data(args: argparse.Namespace) -> int:
     try:
         cfg = PretrainingDataConfig(
             inputs=args.inputs,
+            language=args.language,
             input_format=args.input_format,
             encoding_errors=args.encoding_errors,
             max_line_bytes=args.max_line_bytes,
@@ -201,6 +220,7 @@ def run_prepare_data(args: argparse.Namespace) -> int:
             progress=args.progress,
             overwrite=args.overwrite,
             keep_work=args.keep_work,
+            say=print,
         )
     except ValidationError as e:
         return _fail(_option_errors(e))

@@ -40,6 +40,7 @@ from albertkit.config.registry import (
     TASK_OF_KIND,
     register_data,
     register_optimizer,
+    register_sentence_splitter,
     register_size,
     register_task,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "invalid_configuration",
     "register_data",
     "register_optimizer",
+    "register_sentence_splitter",
     "register_size",
     "register_task",
 ]

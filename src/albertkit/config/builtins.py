@@ -1,5 +1,6 @@
-"""albertkit's own tasks, data kinds, optimizers and model sizes, registered through the
-same ``register_*`` calls a plugin makes (:mod:`albertkit.config.registration`).
+"""albertkit's own tasks, data kinds, optimizers, model sizes and sentence splitters,
+registered through the same ``register_*`` calls a plugin makes
+(:mod:`albertkit.config.registration`).
 
 The task classes and the optimizer builders are named by path (``LambConfig.builder``):
 registering them imports no TensorFlow.
@@ -23,7 +24,12 @@ from albertkit.config.data import (
     UserPretrainingData,
 )
 from albertkit.config.optimizer import AdamWConfig, LambConfig
-from albertkit.config.registration import register_optimizer, register_size, register_task
+from albertkit.config.registration import (
+    register_optimizer,
+    register_sentence_splitter,
+    register_size,
+    register_task,
+)
 from albertkit.config.sizes import SIZES
 
 BUILTIN_TASKS: Mapping[str, tuple[str, tuple[type[BaseModel], ...]]] = MappingProxyType({
@@ -41,6 +47,10 @@ TaskName = Literal[tuple(BUILTIN_TASKS)]  # type: ignore[valid-type]  # made fro
 """What a config trains (``TrainerConfig.task``): albertkit's own tasks, the keys of
 :data:`BUILTIN_TASKS`."""
 
+# pysbd 0.3.4 has rules for these (pysbd.languages.LANGUAGE_CODES); English keeps albertkit's
+PYSBD_LANGUAGES = ("am", "ar", "bg", "da", "de", "el", "es", "fa", "fr", "hi", "hy", "it",
+                   "ja", "mr", "my", "nl", "pl", "ru", "ur", "zh")
+
 
 def register_builtins() -> None:
     """Register the built-in parts (the registry calls this once, before any plugin)."""
@@ -50,3 +60,10 @@ def register_builtins() -> None:
     register_optimizer(AdamWConfig)
     for name, fields in SIZES.items():
         register_size(name, fields)
+    # by path: the data layer sits above config (imported when text is split)
+    register_sentence_splitter("rules", "albertkit.data.sentences:RulesSplitter",
+                               languages=["en"])
+    register_sentence_splitter("pysbd", "albertkit.data.sentences:PysbdSplitter",
+                               languages=PYSBD_LANGUAGES)
+    register_sentence_splitter("punctuation", "albertkit.data.sentences:PunctuationSplitter",
+                               languages=[])

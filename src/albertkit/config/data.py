@@ -16,6 +16,15 @@ from pydantic import Field, StrictBool, model_validator
 
 from albertkit.config.base import Section
 
+# "auto" or a language code; the code is checked against albertkit.data.language (the data
+# layer, above this one) when the data is built
+LanguageSetting = Annotated[str, Field(pattern=r"^(auto|[a-z]{2,3})$")]
+_LANGUAGE_HELP = (
+    "Language of the text: auto (the language the tokenizer was trained for, recorded in its "
+    "albertkit_tokenizer.json; English for a tokenizer that records none) or a code (en, ja, "
+    "zh, ko, th, de, ...: albertkit.data.known_languages())."
+)
+
 
 # --------------------------------------------------------------------------- data
 class _PretrainingShape(Section):
@@ -195,6 +204,7 @@ class SquadData(Section):
         None,
         description="Lower-case text before tokenising (None = the tokenizer directory's setting).",
     )
+    language: LanguageSetting = Field("auto", description=_LANGUAGE_HELP)
 
     @model_validator(mode="after")
     def _check_lengths(self):
@@ -262,6 +272,7 @@ class ClassificationData(Section):
         None,
         description="Lower-case text before tokenising (None = the tokenizer directory's setting).",
     )
+    language: LanguageSetting = Field("auto", description=_LANGUAGE_HELP)
 
 
 class UserPretrainingData(_PretrainingShape):

@@ -27,7 +27,7 @@ from albertkit.config.sizes import AlbertSpec
 from albertkit.config.validation import first_error
 from albertkit.errors import PluginError
 
-Category = Literal["task", "data kind", "optimizer", "size"]
+Category = Literal["task", "data kind", "optimizer", "size", "sentence splitter"]
 CATEGORIES: tuple[Category, ...] = typing.get_args(Category)
 """Every category of registered part, in the order listings show them."""
 
@@ -139,6 +139,25 @@ def register_size(name: str, spec: Mapping[str, Any]) -> None:
     except TypeError as e:
         raise PluginError(f"size {name!r}: {one_line(e)}") from None
     _submit([Entry("size", name, dict(spec))])
+
+
+def register_sentence_splitter(name: str, splitter: str | type, *,
+                               languages: Iterable[str]) -> None:
+    """Register sentence splitter ``name`` for ``languages`` (codes): a class whose instances
+    have ``build(language)`` returning a function ``str -> list[str]``, or its
+    ``"module:Class"`` path (imported when text is split). For its languages it replaces
+    albertkit's own splitter."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise PluginError(f"sentence splitter name {name!r} is not an identifier")
+    if isinstance(splitter, str):
+        _check_path(splitter, f"sentence splitter {name!r}", "module:Class")
+    elif not callable(getattr(splitter, "build", None)):
+        raise PluginError(f"sentence splitter {name!r}: {splitter!r} has no build(language)")
+    codes = (languages,) if isinstance(languages, str) else tuple(languages)
+    if not all(isinstance(c, str) and c for c in codes):
+        raise PluginError(f"sentence splitter {name!r}: languages={languages!r} is not a list "
+                          "of language codes")
+    _submit([Entry("sentence splitter", name, (splitter, codes))])
 
 
 def _has_own_build(config: type) -> bool:

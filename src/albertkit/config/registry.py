@@ -1,5 +1,5 @@
 """The registries of albertkit's pluggable parts: tasks with the data kinds they read,
-optimizers and model sizes; loading them and reading them.
+optimizers, model sizes and sentence splitters; loading them and reading them.
 
 Every part goes through one registry, albertkit's own built-ins included
 (:mod:`albertkit.config.builtins` registers them with the same ``register_*`` calls a plugin
@@ -55,6 +55,7 @@ from albertkit.config.registration import (
     one_line,
     register_data,
     register_optimizer,
+    register_sentence_splitter,
     register_size,
     register_task,
     registered,
@@ -66,8 +67,8 @@ __all__ = [
     "Category", "Entry", "Source", "TASK_OF_KIND", "TaskOfKind", "broken_plugins",
     "data_kinds", "entries", "installed_plugin_names", "left_out_plugins", "limit_plugins", "load_plugins", "missing_hint",
     "optimizer_kinds", "plugin_named", "plugin_names", "plugin_parts", "register_data", "register_optimizer",
-    "register_size", "register_task", "run_registration", "size_fields", "size_names",
-    "task_builder", "task_of_kind",
+    "register_sentence_splitter", "register_size", "register_task", "run_registration", "size_fields", "size_names",
+    "sentence_splitter_for", "sentence_splitters", "task_builder", "task_of_kind",
 ]
 
 ENTRY_POINT_GROUP = "albertkit.plugins"
@@ -277,6 +278,35 @@ def task_builder(name: str) -> Any:
     except (ImportError, AttributeError) as e:
         raise PluginError(f"task {name!r} of {entry.source}: cannot import {entry.value}: "
                           f"{one_line(e)}") from e
+
+
+def sentence_splitters() -> dict[str, tuple[str, ...]]:
+    """The languages of every registered sentence splitter, by name (plugins loaded)."""
+    load_plugins()
+    return {k: e.value[1] for k, e in entries("sentence splitter").items()}
+
+
+def sentence_splitter_for(language: str) -> Any:
+    """A sentence splitter (an instance with ``build(language)``) for ``language``: the
+    last one registered that lists it, a plugin's before albertkit's; the one named
+    ``punctuation`` when none does."""
+    load_plugins()
+    table = entries("sentence splitter")
+    claims = [e for e in table.values() if language in e.value[1]]
+    plugins = [e for e in claims if not e.source.builtin]
+    chosen = (plugins or claims or [table.get("punctuation")])[-1]
+    if chosen is None:
+        raise PluginError(f"no sentence splitter for language {language!r}; registered: "
+                          f"{list(table)} ({PLUGIN_HINT})")
+    splitter = chosen.value[0]
+    if isinstance(splitter, str):
+        module, _, attr = splitter.partition(":")
+        try:
+            splitter = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as e:
+            raise PluginError(f"sentence splitter {chosen.name!r} of {chosen.source}: cannot "
+                              f"import {chosen.value[0]}: {one_line(e)}") from e
+    return splitter()
 
 
 def plugin_parts(data_kind: str, optimizer_kind: str, size: str) -> list[Entry]:

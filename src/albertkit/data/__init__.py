@@ -7,7 +7,9 @@ none of its modules.
 Modules (imported on demand; only ``pretraining_dataset`` and ``stream`` import TensorFlow
 when imported, ``finetune`` when it builds a pipeline):
 
-* ``corpus`` / ``sentences``: raw-text readers and sentence splitting;
+* ``language``: a corpus's language from its Unicode scripts, the languages albertkit knows;
+* ``corpus`` / ``sentences``: raw-text readers and sentence splitting per language;
+* ``normalization``: the text normalisation before SentencePiece;
 * ``tokenizer``: SentencePiece with the ALBERT recipe, saved as a Hugging Face directory;
 * ``instances`` / ``masking``: sentence-order pairs and n-gram whole-word masking;
 * ``tfrecord`` / ``protobuf`` / ``writer``: sharded, resumable TFRecord preparation in
@@ -34,6 +36,12 @@ if TYPE_CHECKING:
     from albertkit.data.demo import stdlib_documents
     from albertkit.data.examples import ExampleData
     from albertkit.data.finetune import load_hf_tokenizer
+    from albertkit.data.language import (
+        LanguageGuess,
+        detect_language,
+        known_languages,
+        resolve_language,
+    )
     from albertkit.data.pretraining_dataset import build_pretraining_dataset
     from albertkit.data.squad import (
         SquadExample,
@@ -50,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ExampleData",
+    "LanguageGuess",
     "PretrainingDataConfig",
     "SquadExample",
     "SquadFeatures",
@@ -57,9 +66,12 @@ __all__ = [
     "TokenizerConfig",
     "build_pretraining_dataset",
     "convert_squad_examples",
+    "detect_language",
+    "known_languages",
     "load_hf_tokenizer",
     "prepare_pretraining_data",
     "read_squad",
+    "resolve_language",
     "shard_files",
     "stdlib_documents",
     "train_tokenizer",
@@ -67,6 +79,7 @@ __all__ = [
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "ExampleData": "examples",
+    "LanguageGuess": "language",
     "PretrainingDataConfig": "writer",
     "SquadExample": "squad",
     "SquadFeatures": "squad",
@@ -74,9 +87,12 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "TokenizerConfig": "tokenizer",
     "build_pretraining_dataset": "pretraining_dataset",
     "convert_squad_examples": "squad",
+    "detect_language": "language",
+    "known_languages": "language",
     "load_hf_tokenizer": "finetune",
     "prepare_pretraining_data": "writer",
     "read_squad": "squad",
+    "resolve_language": "language",
     "shard_files": "writer",
     "stdlib_documents": "demo",
     "train_tokenizer": "tokenizer",

@@ -3,8 +3,10 @@
 Layouts (``input_format``):
 
 * ``document_per_line``: every non-blank line is one document (one article per line, as
-  the reference system's docs asked); sentences are found with
-  :func:`albertkit.data.sentences.split_sentences`.
+  the reference system's docs asked); sentences are found by the splitter of the corpus's
+  ``language`` (each document by its own script:
+  :class:`albertkit.data.sentences.SentenceSplitting`; English: the rules of
+  :func:`albertkit.data.sentences.split_sentences`).
 * ``sentence_per_line``: one sentence per line, blank lines between documents (the layout
   of Google's ``create_pretraining_data.py``).
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import glob
 import gzip
+import itertools
 import os
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -40,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from albertkit.data.sentences import split_sentences
+from albertkit.data.sentences import SentenceSplitting
 from albertkit.errors import CorpusError
 
 InputFormat = Literal["document_per_line", "sentence_per_line"]
@@ -52,6 +55,7 @@ _MAX_REPORTED = 20
 # of becoming one huge string. Whole Wikipedia articles as one line stay far below it.
 DEFAULT_MAX_LINE_BYTES = 8 << 20
 _SCAN_BYTES = 1 << 20  # piece size when a line is only skipped
+SAMPLE_CHARS = 2_000_000  # read to decide a corpus's language
 
 
 @dataclass
@@ -296,14 +300,16 @@ def read_chunk(
     encoding_errors: EncodingErrors = "fail",
     stats: ReadStats | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    language: str = "en",
 ) -> Iterator[Document]:
-    """Documents of one chunk. Line numbers in ``Document.line`` are relative to the chunk
+    """Documents of one chunk (sentences split for ``language``, a resolved code). Line numbers in ``Document.line`` are relative to the chunk
     start when the chunk does not start the file (exact numbers are only computed for
     error messages, which always carry the absolute line). A line longer than
     ``max_line_bytes`` is a :class:`CorpusError`, raised before more of it is read."""
     stats = stats if stats is not None else ReadStats()
     lines = _iter_lines(chunk, encoding_errors, stats, max_line_bytes)
     if input_format == "document_per_line":
+        split_sentences = SentenceSplitting(language)
         for rel, text in lines:
             if rel < 0:
                 continue
@@ -342,11 +348,60 @@ def read_documents(
     encoding_errors: EncodingErrors = "fail",
     stats: ReadStats | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    language: str = "en",
 ) -> Iterator[Document]:
     """All documents of the given files/globs, in sorted file order."""
     for path in expand_inputs(files):
         if path.stat().st_size == 0:
             raise CorpusError(f"{path}: empty file")
         yield from read_chunk(
-            Chunk(str(path)), input_format, encoding_errors, stats, max_line_bytes
+            Chunk(str(path)), input_format, encoding_errors, stats, max_line_bytes, language
         )
+
+
+def sample_lines(
+    files: Iterable[str | os.PathLike],
+    *,
+    max_chars: int = SAMPLE_CHARS,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Iterator[str]:
+    """Raw text lines for language detection: about ``max_chars`` characters, taken in turn
+    from the start of every input file (so a corpus of many files is sampled across them).
+
+    Undecodable bytes are replaced (detection counts letters; reading proper reports them).
+    """
+    paths = expand_inputs(files)
+    per_file = max(max_chars // max(len(paths), 1), 1)
+    for path in paths:
+        taken = 0
+        with _open_binary(str(path)) as fh:
+            try:
+                for raw in _bounded_lines(fh, str(path), max_line_bytes, lambda: 1):
+                    text = raw.decode("utf-8", errors="replace")
+                    yield text
+                    taken += len(text)
+                    if taken >= per_file:
+                        break
+            except _GZIP_ERRORS as e:
+                raise _gzip_error(str(path), e) from None
+
+
+def sample_corpus(
+    inputs: Iterable[str | os.PathLike] | None,
+    sentences: Iterable[str] | None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> tuple[list[str], Iterable[str] | None]:
+    """About ``SAMPLE_CHARS`` characters of a corpus given as files (``inputs``) or as
+    ``sentences``, and those ``sentences`` still whole (an iterator is read only once)."""
+    if sentences is None:
+        return list(sample_lines(inputs or [], max_chars=SAMPLE_CHARS,
+                                 max_line_bytes=max_line_bytes)), None
+    it = iter(sentences)
+    head: list[str] = []
+    seen = 0
+    for text in it:
+        head.append(text)
+        seen += len(text)
+        if seen >= SAMPLE_CHARS:
+            break
+    return head, itertools.chain(head, it)

@@ -41,7 +41,13 @@ class _Tokenizer(_Open):
     copy_: str | None = Field(None, alias="copy", min_length=1)
 
 
+class _Language(_Open):
+    code: str = Field(min_length=1)
+
+
 class _Manifest(_Open):
+    # absent in data prepared before albertkit recorded languages: English
+    language: _Language | None = None
     masking: Literal["static", "dynamic"]
     seq_length: int = Field(gt=0)
     max_predictions_per_seq: int = Field(gt=0)
@@ -83,3 +89,11 @@ def read_manifest(path: str | os.PathLike, error: type[Exception] = ValueError) 
                 "file name inside the dataset directory"
             )
     return raw
+
+
+def manifest_language(manifest: dict[str, Any]) -> str:
+    """The language code a (read) manifest records; ``"en"`` for data prepared before
+    albertkit recorded languages."""
+    from albertkit.data.language import recorded_language
+
+    return recorded_language(manifest.get("language"))

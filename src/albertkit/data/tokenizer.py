@@ -17,6 +17,15 @@ transformers converts a bare ``spiece.model`` through protobuf classes that need
 ``protobuf>=7`` while TensorFlow 2.21 pins ``protobuf<7``; with ``tokenizer.json`` present
 no conversion happens.
 
+Language: ``TokenizerConfig.language`` is ``"auto"`` (decided from the corpus's scripts,
+:mod:`albertkit.data.language`) or a code. It chooses the defaults of ``lowercase`` and
+``keep_accents`` (English: the ALBERT recipe, lower-cased and accents stripped; every other
+language keeps its marks, so no kana loses its dakuten and no Thai vowel is dropped, and
+lower-cases only where its script has case) and is recorded in
+``albertkit_tokenizer.json``; a tokenizer without that record (made before albertkit asked)
+is English. A setting given explicitly against the language's default that would change
+letters of the corpus's own scripts is announced in one line before training.
+
 One deliberate difference: literal ``[CLS]``/``[SEP]``/``[MASK]``/``<pad>``/``<unk>``
 strings inside raw text are ordinary text for albertkit (as for Google's tokenizer), while
 transformers matches them as special tokens. Corpus text must never inject control tokens.
@@ -26,6 +35,8 @@ Example (a corpus of 36 short lines; so small a vocabulary holds little more tha
     ...          "small") for b in ("blue", "flat", "new", "wet", "soft", "warm")]
     >>> _ = Path("corpus.txt").write_text("\\n".join(lines) + "\\n")
     >>> tok = train_tokenizer(["corpus.txt"], "tok", TokenizerConfig(vocab_size=36, num_threads=1))
+    >>> tok.language, tok.lowercase, tok.keep_accents
+    ('en', True, False)
     >>> sorted(path.name for path in Path("tok").iterdir())
     ['albertkit_tokenizer.json', 'spiece.model', 'tokenizer.json', 'tokenizer_config.json']
     >>> tok.vocab_size, tok.pad_id, tok.cls_id, tok.sep_id, tok.mask_id
@@ -42,20 +53,22 @@ import logging
 import os
 import shutil
 import tempfile
-import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from albertkit.data.corpus import (
     DEFAULT_MAX_LINE_BYTES,
     EncodingErrors,
     InputFormat,
     read_documents,
+    sample_corpus,
 )
+from albertkit.data.language import AUTO, language_info, recorded_language, resolve_language
+from albertkit.data.normalization import letters_changed, normalize_text
 from albertkit.data.protobuf import fields, len_field
 from albertkit.errors import TokenizerError
 from albertkit.fileio import (
@@ -72,6 +85,7 @@ PAD, UNK, CLS, SEP, MASK = "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = {"pad": PAD, "unk": UNK, "cls": CLS, "sep": SEP, "mask": MASK}
 ALBERT_USER_SYMBOLS = ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"]
 MODEL_FILE = "spiece.model"
+META_FILE = "albertkit_tokenizer.json"  # albertkit's record: settings, language, sentences
 
 # Google's _is_start_piece_sp: punctuation pieces and pieces with characters other than
 # English letters/punctuation start a new "word" for whole-word masking.
@@ -85,8 +99,11 @@ class TokenizerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     vocab_size: int = Field(30000, gt=16)
-    lowercase: bool = True
-    keep_accents: bool = False
+    # "auto" (from the corpus's scripts) or a code of albertkit.data.language
+    language: str = "auto"
+    # None: the language's default (English: True / False, the ALBERT recipe)
+    lowercase: bool | None = None
+    keep_accents: bool | None = None
     character_coverage: float = Field(0.99995, gt=0.0, le=1.0)
     user_defined_symbols: list[str] = list(ALBERT_USER_SYMBOLS)
     input_sentence_size: int = Field(10_000_000, gt=0)
@@ -97,17 +114,22 @@ class TokenizerConfig(BaseModel):
     encoding_errors: EncodingErrors = "fail"
     max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, gt=0)
 
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, value: str) -> str:
+        if value != AUTO:
+            language_info(value)  # an unknown code lists the known ones
+        return value
 
-def normalize_text(text: str, *, lowercase: bool = True, keep_accents: bool = False) -> str:
-    """The normalisation of HF ``AlbertTokenizer`` / Google's ``preprocess_text``."""
-    text = " ".join(text.split())
-    text = text.replace("``", '"').replace("''", '"')
-    if not keep_accents and not text.isascii():
-        text = unicodedata.normalize("NFKD", text)
-        text = "".join(c for c in text if unicodedata.category(c) != "Mn")
-    if lowercase:
-        text = text.lower()
-    return text
+    def for_language(self, code: str) -> TokenizerConfig:
+        """These settings with ``language`` resolved to ``code`` and its defaults filled in."""
+        lang = language_info(code)
+        return self.model_copy(update={
+            "language": lang.code,
+            "lowercase": lang.lowercase if self.lowercase is None else self.lowercase,
+            "keep_accents": lang.keep_accents if self.keep_accents is None
+            else self.keep_accents,
+        })
 
 
 def _is_word_start_piece(piece: str) -> bool:
@@ -153,6 +175,8 @@ class Tokenizer:
         model_file: path to ``spiece.model``.
         lowercase: lower-case text before SentencePiece (HF ``do_lower_case``).
         keep_accents: keep accents (HF ``keep_accents``).
+        language: the language code it was trained for (recorded in
+            ``albertkit_tokenizer.json``; English when nothing says).
 
     Example (train a tiny tokenizer on sentences, then load its directory):
         >>> lines = [f"a {a} cat sat on a {b} mat." for a in ("red", "big", "old", "shy", "tall",
@@ -168,7 +192,12 @@ class Tokenizer:
     """
 
     def __init__(
-        self, model_file: str | os.PathLike, *, lowercase: bool = True, keep_accents: bool = False
+        self,
+        model_file: str | os.PathLike,
+        *,
+        lowercase: bool = True,
+        keep_accents: bool = False,
+        language: str = "en",
     ) -> None:
         self.model_file = Path(model_file)
         try:
@@ -184,6 +213,7 @@ class Tokenizer:
             raise TokenizerError(f"{self.model_file}: not a SentencePiece model ({e})") from None
         self.lowercase = lowercase
         self.keep_accents = keep_accents
+        self.language = language_info(language).code
         self.special_ids: dict[str, int] = {}
         for name, piece in SPECIAL_TOKENS.items():
             i = self.sp.piece_to_id(piece)
@@ -205,10 +235,12 @@ class Tokenizer:
     ) -> Tokenizer:
         """Load a tokenizer directory (HF layout) or a bare ``spiece.model`` file.
 
-        Flags come from ``tokenizer_config.json`` when present; explicit arguments win.
+        Flags come from ``tokenizer_config.json`` when present; explicit arguments win. The
+        language comes from ``albertkit_tokenizer.json`` (English when absent).
         """
         path = Path(path)
         cfg: dict = {}
+        language = "en"
         if path.is_dir():
             model = path / MODEL_FILE
             if not model.is_file():
@@ -216,6 +248,7 @@ class Tokenizer:
             cfg_file = path / "tokenizer_config.json"
             if cfg_file.is_file():
                 cfg = read_json(cfg_file, "tokenizer config", TokenizerError)
+            language = _recorded_language(path)
         elif path.is_file():
             model = path
         else:
@@ -224,6 +257,7 @@ class Tokenizer:
             model,
             lowercase=cfg.get("do_lower_case", True) if lowercase is None else lowercase,
             keep_accents=cfg.get("keep_accents", False) if keep_accents is None else keep_accents,
+            language=language,
         )
 
     # ---------------------------------------------------------------- properties
@@ -321,6 +355,19 @@ class Tokenizer:
                     write_synced(directory / name, (Path(tmp) / name).read_bytes())
         if with_model:
             write_synced(directory / MODEL_FILE, self._proto)
+            if self.language != "en":  # English is what a directory without a record means
+                meta = {"language": {"code": self.language}, "sha256": self.sha256}
+                write_synced(directory / META_FILE, json.dumps(meta, indent=2).encode())
+
+
+def _recorded_language(directory: Path) -> str:
+    """The language in ``directory/albertkit_tokenizer.json``; ``"en"`` without a record."""
+    meta_file = directory / META_FILE
+    meta = read_json(meta_file, "tokenizer record", TokenizerError) if meta_file.is_file() else {}
+    try:
+        return recorded_language(meta.get("language") if isinstance(meta, dict) else None)
+    except ValueError as e:
+        raise TokenizerError(f"{meta_file}: {e}") from None
 
 
 # ------------------------------------------------------------------ the directory on disk
@@ -511,6 +558,7 @@ def _training_sentences(
                 input_format=config.input_format,
                 encoding_errors=config.encoding_errors,
                 max_line_bytes=config.max_line_bytes,
+                language=str(config.language),
             )
             for s in doc.sentences
         )
@@ -533,6 +581,7 @@ def train_tokenizer(
     *,
     sentences: Iterable[str] | None = None,
     overwrite: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> Tokenizer:
     """Train a SentencePiece unigram model with the ALBERT recipe and save an HF directory.
 
@@ -547,14 +596,28 @@ def train_tokenizer(
         sentences: raw sentences to train on instead of files.
         overwrite: replace a tokenizer that prepared data still uses (that data's token
             ids then mean other pieces: prepare it again).
+        say: where the language line (``"language: ja (Han 41%, ...)"``) and a warning
+            about changed letters go before training (default: the module's logger).
 
     Raises:
         TokenizerError: naming ``vocab_size`` when the corpus cannot support it, the input
             problem (empty input, unreadable file), or why ``out_dir`` is not replaced.
+        LanguageError: an unknown language code, or a corpus not in the language given.
     """
     config = config or TokenizerConfig()
     out_dir = Path(out_dir)
     check_replaceable(out_dir, overwrite)  # before hours of training, not after
+    given = config.model_dump(mode="json")
+    sample, rest = sample_corpus(inputs, sentences, config.max_line_bytes)
+    if rest is not None:
+        sentences = rest
+    guess = resolve_language(config.language, sample)
+    config = config.for_language(guess.code)
+    (say or log.info)(f"language: {guess.describe()}" + ("" if guess.detected else " (given)"))
+    warning = letters_changed(config.language, sample, lowercase=bool(config.lowercase),
+                              keep_accents=bool(config.keep_accents))
+    if warning:
+        (say or log.warning)(f"warning: {warning}")
     counter = [0]
     errors: list[Exception] = []
     specials = [CLS, SEP, MASK]
@@ -603,18 +666,19 @@ def train_tokenizer(
                 raise TokenizerError(f"SentencePiece training failed: {msg}") from None
             model_bytes = _without_model_prefix(Path(prefix + ".model").read_bytes())
         write_synced(tmp / MODEL_FILE, model_bytes)
-        tok = Tokenizer(
-            tmp / MODEL_FILE, lowercase=config.lowercase, keep_accents=config.keep_accents
-        )
+        tok = _trained(tmp / MODEL_FILE, config)
         tok._write_files(tmp, with_model=False)
-        meta = {"config": config.model_dump(mode="json"), "sentences": counter[0],
-                "sha256": tok.sha256}
+        meta = {"config": given, "sentences": counter[0], "sha256": tok.sha256,
+                "language": guess.to_record()}
         write_synced(tmp / "albertkit_tokenizer.json", json.dumps(meta, indent=2).encode())
 
     _swap_in(out_dir, build)
-    return Tokenizer(
-        out_dir / MODEL_FILE, lowercase=config.lowercase, keep_accents=config.keep_accents
-    )
+    return _trained(out_dir / MODEL_FILE, config)
+
+
+def _trained(model_file: Path, config: TokenizerConfig) -> Tokenizer:
+    return Tokenizer(model_file, lowercase=bool(config.lowercase),
+                     keep_accents=bool(config.keep_accents), language=config.language)
 
 
 def export_hf_directory(

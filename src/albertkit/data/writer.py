@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from albertkit.config import MaskingConfig
 from albertkit.data.corpus import (
@@ -73,9 +73,11 @@ from albertkit.data.corpus import (
     expand_inputs,
     plan_chunks,
     read_chunk,
+    sample_lines,
 )
 from albertkit.data.instances import create_pairs
-from albertkit.data.manifest import MANIFEST, read_manifest
+from albertkit.data.language import AUTO, language_info, resolve_language
+from albertkit.data.manifest import MANIFEST, manifest_language, read_manifest
 from albertkit.data.masking import VocabInfo, default_max_predictions, mask_sequence
 from albertkit.data.tfrecord import RecordWriter, encode_examples
 from albertkit.data.tokenizer import (
@@ -103,6 +105,10 @@ class PretrainingDataConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     inputs: list[str] = Field(..., min_length=1)
+    # "auto" (from the corpus's scripts) or a language code (albertkit.data.language): how
+    # sentences are split. Resolved once; recorded in the manifest, not in "settings" (an
+    # English plan keeps the identity it had before languages were asked)
+    language: str = "auto"
     input_format: InputFormat = "document_per_line"
     encoding_errors: EncodingErrors = "fail"
     # a guard, not a setting of the output: left out of the plan's identity
@@ -123,6 +129,13 @@ class PretrainingDataConfig(BaseModel):
     min_document_tokens: int = Field(4, ge=2)
     seed: int = 12345
     chunk_bytes: int = Field(32 << 20, gt=0)
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, value: str) -> str:
+        if value != AUTO:
+            language_info(value)  # an unknown code lists the known ones
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> PretrainingDataConfig:
@@ -207,7 +220,8 @@ def _tokenize_task(task: dict[str, Any]) -> dict[str, Any]:
     dropped = 0
     chunk = Chunk(**task["chunk"])
     for doc in read_chunk(
-        chunk, task["input_format"], task["encoding_errors"], stats, task["max_line_bytes"]
+        chunk, task["input_format"], task["encoding_errors"], stats, task["max_line_bytes"],
+        task["language"],
     ):
         pieces = [np.asarray(x, np.int32) for x in tok.encode_batch(doc.sentences)]
         pieces = [p for p in pieces if len(p)]
@@ -408,6 +422,8 @@ def _prepare_directory(out_dir: Path, plan: dict[str, Any], overwrite: bool) -> 
                 diff.append("inputs (paths, sizes or modification times)")
             if old.get("tokenizer_sha256") != plan["tokenizer_sha256"]:
                 diff.append("tokenizer")
+            if manifest_language(old) != plan.get("language", "en"):
+                diff.append("language")
             raise DataPreparationError(
                 f"{out_dir} already holds pretraining data prepared differently (differs in: "
                 f"{', '.join(diff) or 'format'}); use another directory or overwrite=True "
@@ -448,6 +464,7 @@ def prepare_pretraining_data(
     progress: bool = True,
     overwrite: bool = False,
     keep_work: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Prepare pretraining TFRecords from raw text; returns the manifest (also on disk).
 
@@ -459,25 +476,35 @@ def prepare_pretraining_data(
         progress: show tqdm progress bars.
         overwrite: replace data prepared with other settings in ``out_dir``.
         keep_work: keep the tokenised intermediate arrays in ``out_dir/.work``.
+        say: where the language line goes (default: the module's logger).
 
     Raises:
         CorpusError: unreadable input (names file and line).
         DataPreparationError: nothing usable left, or ``out_dir`` conflicts.
         TokenizerError: ``out_dir/tokenizer`` exists and is not a tokenizer copy that may be
             replaced (other files in it, or other prepared data uses it).
+        LanguageError: an unknown language code, or a corpus not in the language given.
     """
     t0 = time.time()
     out_dir = Path(out_dir)
     tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(tokenizer)
     num_workers = num_workers or os.cpu_count() or 1
     files = expand_inputs(config.inputs)
-    settings = config.model_dump(mode="json", exclude={"max_line_bytes"})
+    guess = resolve_language(config.language, sample_lines(
+        files, max_line_bytes=config.max_line_bytes))  # before any file is written
+    (say or log.info)(f"language: {guess.describe()}" + ("" if guess.detected else " (given)"))
+    if guess.code != tok.language:
+        log.warning("the tokenizer was trained for %r, this corpus is %r: its pieces may fit "
+                    "this text badly", tok.language, guess.code)
+    settings = config.model_dump(mode="json", exclude={"max_line_bytes", "language"})
     plan = {
         "format": FORMAT,
         "settings": settings,
         "inputs": _inputs_fingerprint(files),
         "tokenizer_sha256": tok.sha256,
     }
+    if guess.code != "en":  # data prepared before languages were asked is English
+        plan["language"] = guess.code
     plan["plan_sha256"] = _sha(plan)
     check_copy_target(tok, out_dir / TOKENIZER_COPY)  # before hours of work, not after
     done = _prepare_directory(out_dir, plan, overwrite)
@@ -512,6 +539,7 @@ def prepare_pretraining_data(
             "encoding_errors": config.encoding_errors,
             "max_line_bytes": config.max_line_bytes,
             "min_document_tokens": config.min_document_tokens,
+            "language": guess.code,
         }
         for i, c in enumerate(chunks)
     ]
@@ -596,6 +624,7 @@ def prepare_pretraining_data(
     copy_tokenizer(tok, out_dir / TOKENIZER_COPY)
     manifest = {
         **plan,
+        "language": guess.to_record(),
         "masking": config.masking,
         "seq_length": config.seq_length,
         "max_predictions_per_seq": config.max_predictions_per_seq,

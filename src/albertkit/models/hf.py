@@ -95,6 +95,7 @@ TOKENIZER_FILES = (
     "tokenizer_config.json",
     "special_tokens_map.json",
     "added_tokens.json",
+    "albertkit_tokenizer.json",  # albertkit's record (the language); transformers ignores it
 )
 
 # transformers.AlbertConfig defaults (configuration_albert.py, v5): a config.json that omits
