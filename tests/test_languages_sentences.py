@@ -111,9 +111,9 @@ class _Lines:
 
 
 @pytest.fixture
-def clean_registry(monkeypatch):
-    # a fresh registry for this test (albertkit's parts registered again on first use)
-    monkeypatch.setattr(registry, "_REGISTRY", registry._Registry())
+def clean_registry(builtins_only_registry):
+    # albertkit's own parts only, restored after the test (conftest.builtins_only_registry)
+    return builtins_only_registry
 
 
 def test_a_registered_splitter_wins_for_its_languages(clean_registry):
