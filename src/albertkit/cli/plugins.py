@@ -12,7 +12,7 @@ def add_plugins_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``albertkit plugins`` to an argparse ``subparsers`` object."""
     p = subparsers.add_parser(
         "plugins",
-        help="list the registered tasks, data kinds, optimizers and sizes",
+        help="list the registered tasks, data kinds, optimizers, sizes and word segmenters",
         description="Load the plugins (entry-point group "
         f"{ENTRY_POINT_GROUP}) and list every registered part with its source.")
     p.set_defaults(func=run_plugins)
@@ -23,7 +23,7 @@ def plugins_table() -> list[str]:
     """One line per registered part: category, name, source (plugins loaded first)."""
     load_plugins()
     rows = []
-    for category in ("task", "data kind", "optimizer", "size"):
+    for category in ("task", "data kind", "optimizer", "size", "word segmenter"):
         for name, entry in entries(category).items():
             trains = f" (trains {entry.task})" if entry.task else ""
             rows.append((category, name + trains, str(entry.source)))

@@ -38,6 +38,7 @@ from albertkit.config.registry import (
     register_optimizer,
     register_size,
     register_task,
+    register_word_segmenter,
 )
 from albertkit.config.root import PLUGIN_SECTIONS, TrainerConfig
 from albertkit.config.sections import (
@@ -97,4 +98,5 @@ __all__ = [
     "register_optimizer",
     "register_size",
     "register_task",
+    "register_word_segmenter",
 ]

@@ -1,7 +1,9 @@
-"""albertkit's own tasks, data kinds, optimizers and model sizes, registered through the
-same calls a plugin makes (:mod:`albertkit.config.registry`).
+"""albertkit's own tasks, data kinds, optimizers, model sizes and word segmenters,
+registered through the same calls a plugin makes (:mod:`albertkit.config.registry`).
 
-The task classes are named by path: registering them imports no TensorFlow.
+The task classes are named by path: registering them imports no TensorFlow. So are the word
+segmenters' config classes (they live with the data code, a layer above this one); each
+imports its library (an optional extra) only when it builds a segmenter.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from albertkit.config.data import (
     UserClassificationData,
     UserPretrainingData,
 )
-from albertkit.config.registry import register_optimizer, register_size, register_task
+from albertkit.config.registry import (
+    register_optimizer,
+    register_size,
+    register_task,
+    register_word_segmenter,
+)
 from albertkit.config.sections import AdamWConfig, LambConfig
 from albertkit.config.sizes import SIZES
 
@@ -31,3 +38,7 @@ def register_builtins() -> None:
     register_optimizer(AdamWConfig)
     for name, fields in SIZES.items():
         register_size(name, fields)
+    segmenters = "albertkit.data.segmenters"
+    register_word_segmenter("fugashi", f"{segmenters}:FugashiSegmenter", languages=["ja"])
+    register_word_segmenter("jieba", f"{segmenters}:JiebaSegmenter", languages=["zh"])
+    register_word_segmenter("pythainlp", f"{segmenters}:PyThaiNLPSegmenter", languages=["th"])

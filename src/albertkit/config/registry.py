@@ -1,12 +1,12 @@
 """The registries of albertkit's pluggable parts: tasks with the data kinds they read,
-optimizers and model sizes.
+optimizers, model sizes and word segmenters.
 
 Every part goes through one registry, albertkit's own built-ins included
 (:mod:`albertkit.config.builtins` registers them with the same ``register_*`` calls a plugin
 makes). A part is a typed config class (a pydantic model with a ``kind`` literal) or, for a
 size, a set of :class:`~albertkit.config.sizes.AlbertSpec` fields; what needs TensorFlow (a
-task class) is named by a dotted path, ``"package.module:Class"``, imported only when a run
-builds it.
+task class) or a layer above this one (a word segmenter's config class, which lives with the
+data code) is named by a dotted path, ``"package.module:Class"``, imported only when used.
 
 Outside packages are found through the entry-point group ``albertkit.plugins`` the first time
 a config is parsed (never at ``import albertkit``). Each entry point names a function that
@@ -43,7 +43,7 @@ ENTRY_POINT_GROUP = "albertkit.plugins"
 without arguments that makes ``register_*`` calls."""
 PLUGIN_HINT = "a plugin may be missing: pip install it or check `albertkit plugins`"
 
-Category = Literal["task", "data kind", "optimizer", "size"]
+Category = Literal["task", "data kind", "optimizer", "size", "word segmenter"]
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,10 @@ DIRECT = Source("a register_* call outside any plugin")
 class Entry:
     """One registered part: its category, name, what it is and who registered it.
 
-    ``value`` is the task's class or its ``"module:attr"`` path (task), the config class
-    (data kind, optimizer) or the architecture fields (size); ``task`` is the task a data kind
-    trains.
+    ``value`` is the task's class or its ``"module:attr"`` path (task, word segmenter), the
+    config class (data kind, optimizer) or the architecture fields (size); ``task`` is the
+    task a data kind trains; ``languages`` the language codes a word segmenter is the
+    automatic choice for.
     """
 
     category: Category
@@ -80,6 +81,7 @@ class Entry:
     value: Any
     source: Source = DIRECT
     task: str | None = None
+    languages: tuple[str, ...] = ()
 
 
 class _Registry:
@@ -87,7 +89,7 @@ class _Registry:
 
     def __init__(self) -> None:
         self.tables: dict[Category, dict[str, Entry]] = {
-            "task": {}, "data kind": {}, "optimizer": {}, "size": {}}
+            "task": {}, "data kind": {}, "optimizer": {}, "size": {}, "word segmenter": {}}
         self.version = 0
         self.pending: list[Entry] | None = None
         self.loaded: set[tuple[str, str]] = set()  # (distribution, entry point) committed
@@ -150,6 +152,35 @@ def register_size(name: str, spec: Mapping[str, Any]) -> None:
     _submit([Entry("size", name, dict(spec))])
 
 
+def register_word_segmenter(
+    name: str, segmenter: str | type[BaseModel], *, languages: Iterable[str] = ()
+) -> None:
+    """Register word segmenter ``name``: its config class (a pydantic model with
+    ``kind: Literal[name]`` and a ``build()`` that returns an object whose ``words(text)``
+    gives the ``(start, end)`` character spans of the words of ``text``), or that class's
+    ``"module:Class"`` path, imported when data is prepared. ``languages``: the language
+    codes for which ``word_segmenter: auto`` picks it (the first registered wins)."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise PluginError(f"word segmenter name {name!r} is not an identifier")
+    if isinstance(segmenter, str):
+        module, _, attr = segmenter.partition(":")
+        if not module or not attr:
+            raise PluginError(f"word segmenter {name!r}: {segmenter!r} is not a "
+                              "'module:Class' path")
+    else:
+        kind = _kind_of(segmenter, "word segmenter")
+        if kind != name:
+            raise PluginError(f"word segmenter {name!r}: {segmenter.__qualname__} has "
+                              f"kind {kind!r}")
+        if not callable(getattr(segmenter, "build", None)):
+            raise PluginError(f"word segmenter {name!r}: {segmenter.__qualname__} has no "
+                              "build()")
+    codes = tuple(languages)
+    if not all(isinstance(c, str) and c for c in codes):
+        raise PluginError(f"word segmenter {name!r}: languages={codes!r} are not codes")
+    _submit([Entry("word segmenter", name, segmenter, languages=codes)])
+
+
 def _kind_of(config: Any, what: str) -> str:
     if not (isinstance(config, type) and issubclass(config, BaseModel)):
         raise PluginError(f"{what} config {config!r} is not a pydantic model class")
@@ -193,7 +224,8 @@ def _commit(entries: list[Entry], source: Source) -> None:
             raise PluginError(f"{source}: data kind {e.name!r} names task {e.task!r}, which "
                               f"nobody registered; known tasks: {sorted(tasks)}")
     for e in entries:
-        tables[e.category][e.name] = Entry(e.category, e.name, e.value, source, e.task)
+        tables[e.category][e.name] = Entry(e.category, e.name, e.value, source, e.task,
+                                           e.languages)
     if entries:
         _REGISTRY.version += 1
 

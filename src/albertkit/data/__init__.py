@@ -10,8 +10,11 @@ when imported, ``finetune`` when it builds a pipeline):
 * ``corpus`` / ``sentences``: raw-text readers and sentence splitting;
 * ``tokenizer``: SentencePiece with the ALBERT recipe, saved as a Hugging Face directory;
 * ``instances`` / ``masking``: sentence-order pairs and n-gram whole-word masking;
-* ``tfrecord`` / ``protobuf`` / ``writer``: sharded, resumable TFRecord preparation in
-  parallel processes; ``manifest``: reading a prepared dataset's ``manifest.json``;
+* ``segmenters``: word boundaries for whole-word masking (word segmenters for Japanese,
+  Chinese and Thai, optional extras) and pieces mapped to characters;
+* ``tfrecord`` / ``protobuf`` / ``writer`` / ``tokenized``: sharded, resumable TFRecord
+  preparation in parallel processes; ``manifest``: reading a prepared dataset's
+  ``manifest.json``;
 * ``tokenizer_match``: the tokenizer that belongs to prepared data or to a model;
 * ``stream``: position-addressable training streams (resume at any element);
 * ``pretraining_dataset``: the tf.data reader (static or dynamic masking) and a synthetic source;
@@ -32,6 +35,13 @@ if TYPE_CHECKING:
     from albertkit.data.demo import stdlib_documents
     from albertkit.data.finetune import load_hf_tokenizer
     from albertkit.data.pretraining_dataset import build_pretraining_dataset
+    from albertkit.data.segmenters import (
+        FugashiSegmenter,
+        JiebaSegmenter,
+        PyThaiNLPSegmenter,
+        piece_spans,
+        resolve_word_segmentation,
+    )
     from albertkit.data.squad import SquadExample, SquadFeatures, convert_examples, read_squad
     from albertkit.data.tokenizer import Tokenizer, TokenizerConfig, train_tokenizer
     from albertkit.data.writer import (
@@ -41,7 +51,10 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "FugashiSegmenter",
+    "JiebaSegmenter",
     "PretrainingDataConfig",
+    "PyThaiNLPSegmenter",
     "SquadExample",
     "SquadFeatures",
     "Tokenizer",
@@ -49,15 +62,20 @@ __all__ = [
     "build_pretraining_dataset",
     "convert_examples",
     "load_hf_tokenizer",
+    "piece_spans",
     "prepare_pretraining_data",
     "read_squad",
+    "resolve_word_segmentation",
     "shard_files",
     "stdlib_documents",
     "train_tokenizer",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "FugashiSegmenter": "segmenters",
+    "JiebaSegmenter": "segmenters",
     "PretrainingDataConfig": "writer",
+    "PyThaiNLPSegmenter": "segmenters",
     "SquadExample": "squad",
     "SquadFeatures": "squad",
     "Tokenizer": "tokenizer",
@@ -65,8 +83,10 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "build_pretraining_dataset": "pretraining_dataset",
     "convert_examples": "squad",
     "load_hf_tokenizer": "finetune",
+    "piece_spans": "segmenters",
     "prepare_pretraining_data": "writer",
     "read_squad": "squad",
+    "resolve_word_segmentation": "segmenters",
     "shard_files": "writer",
     "stdlib_documents": "demo",
     "train_tokenizer": "tokenizer",

@@ -57,6 +57,11 @@ from albertkit.data.corpus import (
     read_documents,
 )
 from albertkit.data.protobuf import fields, len_field
+from albertkit.data.segmenters import (
+    PRETOKENIZATION_DELIMITER,
+    pretokenize,
+    resolve_word_segmentation,
+)
 from albertkit.errors import TokenizerError
 from albertkit.fileio import (
     atomic_write_text,
@@ -96,6 +101,10 @@ class TokenizerConfig(BaseModel):
     input_format: InputFormat = "document_per_line"
     encoding_errors: EncodingErrors = "fail"
     max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, gt=0)
+    # with a word segmenter (auto: the one registered for the language), pieces are learnt
+    # inside its words (SentencePiece's pretokenization_delimiter); the model still
+    # encodes raw text. none/whitespace: trained on the text as it is
+    word_segmenter: str = "auto"
 
 
 def normalize_text(text: str, *, lowercase: bool = True, keep_accents: bool = False) -> str:
@@ -500,6 +509,7 @@ def _training_sentences(
     config: TokenizerConfig,
     counter: list[int],
     errors: list[Exception] | None = None,
+    segmenter=None,
 ) -> Iterator[str]:
     if sentences is not None:
         source: Iterable[str] = sentences
@@ -519,7 +529,7 @@ def _training_sentences(
             s = normalize_text(s, lowercase=config.lowercase, keep_accents=config.keep_accents)
             if s:
                 counter[0] += 1
-                yield s
+                yield s if segmenter is None else pretokenize(s, segmenter.words(s))
     except Exception as e:  # SentencePiece re-wraps it as RuntimeError: keep the original
         if errors is not None:
             errors.append(e)
@@ -533,6 +543,7 @@ def train_tokenizer(
     *,
     sentences: Iterable[str] | None = None,
     overwrite: bool = False,
+    language: str | None = None,
 ) -> Tokenizer:
     """Train a SentencePiece unigram model with the ALBERT recipe and save an HF directory.
 
@@ -547,6 +558,8 @@ def train_tokenizer(
         sentences: raw sentences to train on instead of files.
         overwrite: replace a tokenizer that prepared data still uses (that data's token
             ids then mean other pieces: prepare it again).
+        language: the corpus's language code (``word_segmenter: auto`` picks the segmenter
+            registered for it; None: a language that spaces its words).
 
     Raises:
         TokenizerError: naming ``vocab_size`` when the corpus cannot support it, the input
@@ -554,6 +567,12 @@ def train_tokenizer(
     """
     config = config or TokenizerConfig()
     out_dir = Path(out_dir)
+    try:
+        segmentation = resolve_word_segmentation(config.word_segmenter, language)
+        segmenter = segmentation.build() if segmentation.uses_segmenter else None
+    except ValueError as e:  # an unknown segmenter, a missing extra: named, before any work
+        raise TokenizerError(str(e)) from None
+    delimiter = {"pretokenization_delimiter": PRETOKENIZATION_DELIMITER} if segmenter else {}
     check_replaceable(out_dir, overwrite)  # before hours of training, not after
     counter = [0]
     errors: list[Exception] = []
@@ -566,7 +585,7 @@ def train_tokenizer(
             try:
                 spm.SentencePieceTrainer.train(
                     sentence_iterator=_training_sentences(
-                        inputs, sentences, config, counter, errors
+                        inputs, sentences, config, counter, errors, segmenter
                     ),
                     model_prefix=prefix,
                     model_type="unigram",
@@ -585,6 +604,7 @@ def train_tokenizer(
                     max_sentence_length=config.max_sentence_length,
                     num_threads=config.num_threads,
                     minloglevel=2,
+                    **delimiter,
                 )
             except RuntimeError as e:
                 msg = str(e)
@@ -608,7 +628,7 @@ def train_tokenizer(
         )
         tok._write_files(tmp, with_model=False)
         meta = {"config": config.model_dump(mode="json"), "sentences": counter[0],
-                "sha256": tok.sha256}
+                "sha256": tok.sha256, "word_segmentation": segmentation.describe()}
         write_synced(tmp / "albertkit_tokenizer.json", json.dumps(meta, indent=2).encode())
 
     _swap_in(out_dir, build)
