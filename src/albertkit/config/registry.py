@@ -70,10 +70,10 @@ DIRECT = Source("a register_* call outside any plugin")
 class Entry:
     """One registered part: its category, name, what it is and who registered it.
 
-    ``value`` is the task's class or its ``"module:attr"`` path (task, word segmenter), the
-    config class (data kind, optimizer) or the architecture fields (size); ``task`` is the
-    task a data kind trains; ``languages`` the language codes a word segmenter is the
-    automatic choice for.
+    ``value`` is the task's class or its ``"module:attr"`` path (task), the config class
+    (data kind, optimizer), the architecture fields (size) or, for a word segmenter, its
+    config class or path and the language codes it is the automatic choice for; ``task`` is
+    the task a data kind trains.
     """
 
     category: Category
@@ -81,7 +81,6 @@ class Entry:
     value: Any
     source: Source = DIRECT
     task: str | None = None
-    languages: tuple[str, ...] = ()
 
 
 class _Registry:
@@ -178,7 +177,7 @@ def register_word_segmenter(
     codes = tuple(languages)
     if not all(isinstance(c, str) and c for c in codes):
         raise PluginError(f"word segmenter {name!r}: languages={codes!r} are not codes")
-    _submit([Entry("word segmenter", name, segmenter, languages=codes)])
+    _submit([Entry("word segmenter", name, (segmenter, codes))])
 
 
 def _kind_of(config: Any, what: str) -> str:
@@ -224,8 +223,7 @@ def _commit(entries: list[Entry], source: Source) -> None:
             raise PluginError(f"{source}: data kind {e.name!r} names task {e.task!r}, which "
                               f"nobody registered; known tasks: {sorted(tasks)}")
     for e in entries:
-        tables[e.category][e.name] = Entry(e.category, e.name, e.value, source, e.task,
-                                           e.languages)
+        tables[e.category][e.name] = Entry(e.category, e.name, e.value, source, e.task)
     if entries:
         _REGISTRY.version += 1
 

@@ -275,7 +275,8 @@ def segmenter_for(language: str | None) -> str | None:
         return None
     code = language.replace("_", "-").split("-")[0].lower()
     for name, entry in _segmenter_entries().items():
-        if code in entry.languages or language in entry.languages:
+        languages = entry.value[1]
+        if code in languages or language in languages:
             return name
     return None
 
@@ -290,14 +291,15 @@ def segmenter_config_class(name: str) -> type[BaseModel]:
             "missing: pip install it or check `albertkit plugins`)"
         )
     entry = table[name]
-    if not isinstance(entry.value, str):
-        return entry.value
-    module, _, attr = entry.value.partition(":")
+    target = entry.value[0]
+    if not isinstance(target, str):
+        return target
+    module, _, attr = target.partition(":")
     try:
         return getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
         raise PluginError(f"word segmenter {name!r} of {entry.source}: cannot import "
-                          f"{entry.value}: {type(e).__name__}: {e}") from e
+                          f"{target}: {type(e).__name__}: {e}") from e
 
 
 def check_setting(setting: str) -> str:
