@@ -36,8 +36,9 @@ DRCD, Shao et al. 2018, is scored with the same script):
   punctuation character such as "。", "、", "「", "」", and the full-width forms of ASCII
   punctuation such as "～" and "＋") and all whitespace; no article rule;
 * tokens: each character is a token, except that a run of letters or digits of an alphabetic
-  script (Latin, Greek, Cyrillic) or of digits stays one token (CMRC's ``mixed_segmentation``
-  keeps English words whole the same way), so "iphone" is one token and "東京" two;
+  script (Latin, Greek, Cyrillic) or of digits stays one token, ended by whitespace or
+  punctuation (CMRC's ``mixed_segmentation`` keeps English words whole the same way), so
+  "iphone" is one token and "東京" two; EM compares the tokens joined without spaces;
 * EM: the normalised strings are equal; F1: SQuAD's multiset overlap over these tokens.
   CMRC's script counts the longest common *substring* of the token lists instead; the two
   differ only when the common characters are not contiguous in one of the answers. The
@@ -90,9 +91,9 @@ def _in_word(ch: str) -> bool:
 def normalize_answer(text: str, *, language: str | None = None) -> str:
     """Lower-case, strip ASCII punctuation, drop articles, collapse whitespace; for Japanese
     and Chinese: lower-case, strip all punctuation and whitespace (see the module notes)."""
-    text = text.lower()
     if character_level(language):
-        return "".join(ch for ch in text if not ch.isspace() and not _is_punctuation(ch))
+        return "".join(_character_tokens(text))
+    text = text.lower()
     text = "".join(ch for ch in text if ch not in _PUNCTUATION)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
@@ -108,19 +109,26 @@ def answer_tokens(text: str, *, language: str | None = None) -> list[str]:
     """
     if not text:
         return []
-    norm = normalize_answer(text, language=language)
-    if not character_level(language):
-        return norm.split()
+    if character_level(language):
+        return _character_tokens(text)
+    return normalize_answer(text, language=language).split()
+
+
+def _character_tokens(text: str) -> list[str]:
+    """Lower-cased tokens without punctuation or whitespace: each character, except that a
+    run of letters/digits of a spaced script is one token (whitespace and punctuation end
+    it)."""
     tokens: list[str] = []
     word = ""
-    for ch in norm:
+    for ch in text.lower():
         if _in_word(ch):
             word += ch
             continue
         if word:
             tokens.append(word)
             word = ""
-        tokens.append(ch)
+        if not ch.isspace() and not _is_punctuation(ch):
+            tokens.append(ch)
     if word:
         tokens.append(word)
     return tokens
