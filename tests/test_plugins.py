@@ -109,7 +109,8 @@ def test_built_ins_are_registered_through_the_registry(builtins_only_registry):
                                            "user_classification"]
     assert list(registry.optimizer_kinds()) == ["lamb", "adamw"]
     assert registry.size_names() == ["tiny", "base", "large", "xlarge", "xxlarge"]
-    for category in ("task", "data kind", "optimizer", "size"):
+    assert list(registry.entries("word segmenter")) == ["fugashi", "jieba", "pythainlp"]
+    for category in ("task", "data kind", "optimizer", "size", "word segmenter"):
         assert all(e.source.builtin for e in registry.entries(category).values())
     assert dict(TASK_OF_KIND) == {"synthetic": "pretraining", "tfrecord": "pretraining",
                                   "demo": "pretraining", "user_pretraining": "pretraining",
@@ -127,8 +128,9 @@ def test_the_plugins_command_lists_every_part(capsys, builtins_only_registry):
 
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 3 + 7 + 2 + 5 + 3 and all(ln.endswith("albertkit (built-in)") for ln in out)
+    assert len(out) == 3 + 7 + 2 + 5 + 3 + 3 and all(ln.endswith("albertkit (built-in)") for ln in out)
     assert out[7].split()[:5] == ["data", "kind", "squad", "(trains", "squad)"]
+    assert out[-1].split()[:3] == ["word", "segmenter", "pythainlp"]
 
 
 # --------------------------------------------------------------------------- a plugin

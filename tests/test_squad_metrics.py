@@ -237,3 +237,79 @@ def test_evaluate_squad_command(tmp_path, capsys):
         "exact_match": 100.0,
         "f1": 100.0,
     }
+
+
+# --------------------------------------------------------------------------- ja / zh
+# Character level (the CMRC 2018 / DRCD convention): punctuation and whitespace removed,
+# each CJK character a token, a run of Latin letters or digits one token; F1 as in SQuAD
+# (multiset overlap). Every expected value below is worked out by hand in its comment.
+@pytest.mark.parametrize("text, language, expected", [
+    ("「東京タワー」です。", "ja", "東京タワーです"),
+    ("北京 大学，（Peking University）！", "zh", "北京大学pekinguniversity"),
+    ("東京・大阪～名古屋", "ja", "東京大阪名古屋"),  # ・ (Po) and the full-width ～ go
+    ("ジャガイモ", "ja", "ジャガイモ"),  # voiced kana are letters, never punctuation
+])
+def test_character_level_normalisation(text, language, expected):
+    assert sm.normalize_answer(text, language=language) == expected
+
+
+def test_character_level_tokens():
+    assert sm.answer_tokens("北京大学（Peking University）", language="zh") == [
+        "北", "京", "大", "学", "peking", "university"]
+    assert sm.answer_tokens("第3章 iPhone12", language="ja") == [
+        "第", "3", "章", "iphone12"]
+    assert sm.answer_tokens("。", language="ja") == []
+    # English and unknown languages keep the official whitespace tokens
+    assert sm.answer_tokens("The 東京 tower", language="en") == ["東京", "tower"]
+    assert sm.answer_tokens("東京タワー", language="ko") == ["東京タワー"]
+    assert [sm.character_level(c) for c in ("ja", "zh-Hant", "zh_TW", "ZH", "en", None)] == [
+        True, True, True, True, False, False]
+
+
+def test_character_level_f1_hand_computed():
+    # 北京 vs 北京天安门: common 2; P = 2/2, R = 2/5; F1 = 2 * 1 * 0.4 / 1.4 = 4/7
+    assert sm.f1("北京", "北京天安门", language="zh") == pytest.approx(4 / 7)
+    # 東京タワー (5 characters) vs 東京タワーの展望台 (9): P = 1, R = 5/9; F1 = 10/14 = 5/7
+    assert sm.f1("東京タワー", "東京タワーの展望台", language="ja") == pytest.approx(5 / 7)
+    # ...while the whitespace definition sees two different one-token answers: 0
+    assert sm.f1("東京タワー", "東京タワーの展望台") == 0.0
+    # multiset: ああい vs あい: common あ x1 + い x1 = 2; P = 2/3, R = 2/2; F1 = 0.8
+    assert sm.f1("ああい", "あい", language="ja") == pytest.approx(0.8)
+    # a Latin word is one token: [iphone, 12] vs [iphone, 13, pro]: common 1;
+    # P = 1/2, R = 1/3; F1 = 2 * (1/6) / (5/6) = 2/5
+    assert sm.f1("iPhone 12", "iPhone 13 Pro", language="ja") == pytest.approx(0.4)
+    # punctuation counts for nothing; 長 (Japanese form) and 长 (simplified) differ, so only
+    # 城 is common: P = 1/2, R = 1/2, F1 = 0.5
+    assert sm.f1("「長城」", "长城。", language="zh") == pytest.approx(0.5)
+    # nothing in common, and v2's empty rule on answers that are only punctuation
+    assert sm.f1("上海", "北京", language="zh") == 0.0
+    assert sm.f1("。", "", language="zh") == 1.0
+    assert sm.f1("。", "", empty_matches_empty=False, language="zh") == 0.0
+
+
+def test_character_level_exact_match():
+    assert sm.exact_match("「東京」", "東京。", language="ja") == 1
+    assert sm.exact_match("北 京", "北京", language="zh") == 1
+    assert sm.exact_match("北京", "北京市", language="zh") == 0
+    # the official rule keeps "「" (not ASCII punctuation): no match without the language
+    assert sm.exact_match("「東京」", "東京。") == 0
+
+
+def test_evaluate_scores_characters_for_zh(tmp_path, capsys):
+    data = _dataset([("q1", ["北京天安门"]), ("q2", ["长城"])], "1.1")
+    preds = {"q1": "北京", "q2": "长城。"}
+    # q1: EM 0, F1 4/7; q2: EM 1, F1 1 -> EM 50, F1 (4/7 + 1) / 2 = 11/14
+    out = sm.evaluate(data, preds, language="zh")
+    assert out["exact_match"] == 50.0
+    assert out["f1"] == pytest.approx(100 * 11 / 14)
+    assert sm.evaluate(data, preds) == {"exact_match": 0.0, "f1": 0.0}
+    # v2: a gold answer that is only punctuation normalises to nothing and is dropped
+    v2 = _dataset([("q1", ["。"]), ("q2", ["长城"])], "v2.0")
+    out = sm.evaluate(v2, {"q1": "", "q2": "长城"}, language="zh")
+    assert out["NoAns_total"] == 1 and out["exact"] == 100.0
+    # the command line
+    (tmp_path / "d.json").write_text(json.dumps(data))
+    (tmp_path / "p.json").write_text(json.dumps(preds))
+    out = _run_cli([str(tmp_path / "d.json"), str(tmp_path / "p.json"), "--language", "zh"],
+                   capsys)
+    assert out["exact_match"] == 50.0 and out["f1"] == pytest.approx(100 * 11 / 14)

@@ -78,6 +78,11 @@ def add_train_tokenizer_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--word-segmenter", default="auto", metavar="NAME",
+        help="learn pieces inside the words of a segmenter: auto (ja: fugashi, zh: jieba, "
+        "th: pythainlp, other languages: none), none or whitespace (the text as it is), or a "
+        "registered segmenter; default: auto")
+    p.add_argument(
         "--overwrite",
         action="store_true",
         help="replace a tokenizer in --out that prepared data still uses (prepare it again)",
@@ -105,6 +110,7 @@ def run_train_tokenizer(args: argparse.Namespace) -> int:
             input_sentence_size=args.input_sentence_size,
             num_threads=args.num_threads,
             seed=args.seed,
+            word_segmenter=args.word_segmenter,
         )
         t0 = time.time()
         tok = train_tokenizer(args.inputs, args.out, cfg, overwrite=args.overwrite, say=print)
@@ -170,6 +176,11 @@ def add_prepare_data_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--eval-shards", type=int, default=1)
     p.add_argument("--eval-dupe-factor", type=int, default=1)
     p.add_argument("--min-document-tokens", type=int, default=4)
+    p.add_argument(
+        "--word-segmenter", default="auto", metavar="NAME",
+        help="words for whole-word masking: auto (ja: fugashi, zh: jieba, th: pythainlp, "
+        "other languages: whitespace), none (single pieces), whitespace (Google's rule on "
+        "the pieces) or a registered segmenter (albertkit plugins); default: auto")
     p.add_argument("--seed", type=int, default=12345)
     p.add_argument("--num-workers", type=int, default=None, help="processes (default: all CPUs)")
     p.add_argument(
@@ -211,6 +222,7 @@ def run_prepare_data(args: argparse.Namespace) -> int:
             eval_dupe_factor=args.eval_dupe_factor,
             min_document_tokens=args.min_document_tokens,
             seed=args.seed,
+            word_segmenter=args.word_segmenter,
         )
         manifest = prepare_pretraining_data(
             cfg,

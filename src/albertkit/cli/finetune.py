@@ -75,6 +75,13 @@ def add_evaluate_squad_parser(subparsers) -> argparse.ArgumentParser:
         default=None,
         help="SQuAD version (default: from the data file)",
     )
+    p.add_argument(
+        "--language",
+        default=None,
+        metavar="CODE",
+        help="language of the answers: ja or zh score characters (the CMRC 2018 convention); "
+        "default: the official English definitions",
+    )
     p.add_argument("--out-file", type=Path, default=None, help="also write the JSON here")
     p.set_defaults(func=run_evaluate_squad)
     return p
@@ -90,6 +97,7 @@ def run_evaluate_squad(args: argparse.Namespace) -> int:
         args.na_prob_file,
         version=args.version,
         na_prob_thresh=args.na_prob_thresh,
+        language=args.language,
     )
     text = json.dumps(result, indent=2)
     print(text)

@@ -21,7 +21,7 @@ def add_plugins_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``albertkit plugins`` to an argparse ``subparsers`` object."""
     p = subparsers.add_parser(
         "plugins",
-        help="list the registered tasks, data kinds, optimizers and sizes",
+        help="list the registered tasks, data kinds, optimizers, sizes and word segmenters",
         description="Load the plugins (entry-point group "
         f"{ENTRY_POINT_GROUP}) and list every registered part with its source, then every "
         "plugin that failed to load with its reason (exit status 1 when there is one) and "

@@ -43,6 +43,7 @@ from albertkit.config.registry import (
     register_sentence_splitter,
     register_size,
     register_task,
+    register_word_segmenter,
 )
 from albertkit.config.root import EXTENSION_SECTIONS, PLUGIN_SECTIONS, TrainerConfig
 from albertkit.config.sections import (
@@ -102,6 +103,7 @@ __all__ = [
     "register_sentence_splitter",
     "register_size",
     "register_task",
+    "register_word_segmenter",
 ]
 
 # a name of albertkit 0.2, deprecated in 0.3 (docs/api-policy.md): its home is albertkit.errors

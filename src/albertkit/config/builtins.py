@@ -1,9 +1,11 @@
-"""albertkit's own tasks, data kinds, optimizers, model sizes and sentence splitters,
-registered through the same ``register_*`` calls a plugin makes
+"""albertkit's own tasks, data kinds, optimizers, model sizes, sentence splitters and word
+segmenters, registered through the same ``register_*`` calls a plugin makes
 (:mod:`albertkit.config.registration`).
 
 The task classes and the optimizer builders are named by path (``LambConfig.builder``):
-registering them imports no TensorFlow.
+registering them imports no TensorFlow. So are the sentence splitters and the word
+segmenters' config classes (they live with the data code, a layer above this one); each
+segmenter imports its library (an optional extra) only when it builds a segmenter.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from albertkit.config.registration import (
     register_sentence_splitter,
     register_size,
     register_task,
+    register_word_segmenter,
 )
 from albertkit.config.sizes import SIZES
 
@@ -67,3 +70,7 @@ def register_builtins() -> None:
                                languages=PYSBD_LANGUAGES)
     register_sentence_splitter("punctuation", "albertkit.data.sentences:PunctuationSplitter",
                                languages=[])
+    segmenters = "albertkit.data.segmenters"
+    register_word_segmenter("fugashi", f"{segmenters}:FugashiSegmenter", languages=["ja"])
+    register_word_segmenter("jieba", f"{segmenters}:JiebaSegmenter", languages=["zh"])
+    register_word_segmenter("pythainlp", f"{segmenters}:PyThaiNLPSegmenter", languages=["th"])

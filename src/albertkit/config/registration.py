@@ -27,7 +27,8 @@ from albertkit.config.sizes import AlbertSpec
 from albertkit.config.validation import first_error
 from albertkit.errors import PluginError
 
-Category = Literal["task", "data kind", "optimizer", "size", "sentence splitter"]
+Category = Literal["task", "data kind", "optimizer", "size", "sentence splitter",
+                   "word segmenter"]
 CATEGORIES: tuple[Category, ...] = typing.get_args(Category)
 """Every category of registered part, in the order listings show them."""
 
@@ -158,6 +159,32 @@ def register_sentence_splitter(name: str, splitter: str | type, *,
         raise PluginError(f"sentence splitter {name!r}: languages={languages!r} is not a list "
                           "of language codes")
     _submit([Entry("sentence splitter", name, (splitter, codes))])
+
+
+def register_word_segmenter(
+    name: str, segmenter: str | type[BaseModel], *, languages: Iterable[str] = ()
+) -> None:
+    """Register word segmenter ``name``: its config class (a pydantic model with
+    ``kind: Literal[name]`` and a ``build()`` that returns an object whose ``words(text)``
+    gives the ``(start, end)`` character spans of the words of ``text``), or that class's
+    ``"module:Class"`` path, imported when data is prepared. ``languages``: the language
+    codes for which ``word_segmenter: auto`` picks it (the first registered wins)."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise PluginError(f"word segmenter name {name!r} is not an identifier")
+    if isinstance(segmenter, str):
+        _check_path(segmenter, f"word segmenter {name!r}", "module:Class")
+    else:
+        kind = _kind_of(segmenter, "word segmenter")
+        if kind != name:
+            raise PluginError(f"word segmenter {name!r}: {segmenter.__qualname__} has "
+                              f"kind {kind!r}")
+        if not callable(getattr(segmenter, "build", None)):
+            raise PluginError(f"word segmenter {name!r}: {segmenter.__qualname__} has no "
+                              "build()")
+    codes = tuple(languages)
+    if not all(isinstance(c, str) and c for c in codes):
+        raise PluginError(f"word segmenter {name!r}: languages={codes!r} are not codes")
+    _submit([Entry("word segmenter", name, (segmenter, codes))])
 
 
 def _has_own_build(config: type) -> bool:

@@ -1,5 +1,6 @@
 """The registries of albertkit's pluggable parts: tasks with the data kinds they read,
-optimizers, model sizes and sentence splitters; loading them and reading them.
+optimizers, model sizes, sentence splitters and word segmenters; loading them and reading
+them.
 
 Every part goes through one registry, albertkit's own built-ins included
 (:mod:`albertkit.config.builtins` registers them with the same ``register_*`` calls a plugin
@@ -58,6 +59,7 @@ from albertkit.config.registration import (
     register_sentence_splitter,
     register_size,
     register_task,
+    register_word_segmenter,
     registered,
 )
 from albertkit.errors import PluginError
@@ -67,7 +69,7 @@ __all__ = [
     "Category", "Entry", "Source", "TASK_OF_KIND", "TaskOfKind", "broken_plugins",
     "data_kinds", "entries", "installed_plugin_names", "left_out_plugins", "limit_plugins", "load_plugins", "missing_hint",
     "optimizer_kinds", "plugin_named", "plugin_names", "plugin_parts", "register_data", "register_optimizer",
-    "register_sentence_splitter", "register_size", "register_task", "run_registration", "size_fields", "size_names",
+    "register_sentence_splitter", "register_size", "register_task", "register_word_segmenter", "run_registration", "size_fields", "size_names",
     "sentence_splitter_for", "sentence_splitters", "task_builder", "task_of_kind",
 ]
 

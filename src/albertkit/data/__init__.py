@@ -12,8 +12,11 @@ when imported, ``finetune`` when it builds a pipeline):
 * ``normalization``: the text normalisation before SentencePiece;
 * ``tokenizer``: SentencePiece with the ALBERT recipe, saved as a Hugging Face directory;
 * ``instances`` / ``masking``: sentence-order pairs and n-gram whole-word masking;
-* ``tfrecord`` / ``protobuf`` / ``writer``: sharded, resumable TFRecord preparation in
-  parallel processes; ``manifest``: reading a prepared dataset's ``manifest.json``;
+* ``segmenters``: word boundaries for whole-word masking (word segmenters for Japanese,
+  Chinese and Thai, optional extras) and pieces mapped to characters;
+* ``tfrecord`` / ``protobuf`` / ``writer`` / ``tokenized``: sharded, resumable TFRecord
+  preparation in parallel processes; ``manifest``: reading a prepared dataset's
+  ``manifest.json``;
 * ``tokenizer_match``: the tokenizer that belongs to prepared data or to a model;
 * ``stream``: position-addressable training streams (resume at any element);
 * ``examples``: :class:`ExampleData`, a task's data from its examples (the resumable
@@ -43,6 +46,13 @@ if TYPE_CHECKING:
         resolve_language,
     )
     from albertkit.data.pretraining_dataset import build_pretraining_dataset
+    from albertkit.data.segmenters import (
+        FugashiSegmenter,
+        JiebaSegmenter,
+        PyThaiNLPSegmenter,
+        piece_spans,
+        resolve_word_segmentation,
+    )
     from albertkit.data.squad import (
         SquadExample,
         SquadFeatures,
@@ -58,8 +68,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ExampleData",
+    "FugashiSegmenter",
+    "JiebaSegmenter",
     "LanguageGuess",
     "PretrainingDataConfig",
+    "PyThaiNLPSegmenter",
     "SquadExample",
     "SquadFeatures",
     "Tokenizer",
@@ -69,9 +82,11 @@ __all__ = [
     "detect_language",
     "known_languages",
     "load_hf_tokenizer",
+    "piece_spans",
     "prepare_pretraining_data",
     "read_squad",
     "resolve_language",
+    "resolve_word_segmentation",
     "shard_files",
     "stdlib_documents",
     "train_tokenizer",
@@ -79,8 +94,11 @@ __all__ = [
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "ExampleData": "examples",
+    "FugashiSegmenter": "segmenters",
+    "JiebaSegmenter": "segmenters",
     "LanguageGuess": "language",
     "PretrainingDataConfig": "writer",
+    "PyThaiNLPSegmenter": "segmenters",
     "SquadExample": "squad",
     "SquadFeatures": "squad",
     "Tokenizer": "tokenizer",
@@ -90,9 +108,11 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "detect_language": "language",
     "known_languages": "language",
     "load_hf_tokenizer": "finetune",
+    "piece_spans": "segmenters",
     "prepare_pretraining_data": "writer",
     "read_squad": "squad",
     "resolve_language": "language",
+    "resolve_word_segmentation": "segmenters",
     "shard_files": "writer",
     "stdlib_documents": "demo",
     "train_tokenizer": "tokenizer",

@@ -8,7 +8,10 @@ The rules are those of Google's ALBERT ``create_pretraining_data.py``
   [MASK], <unk>): they are never masked;
 * a *word* is a start piece plus the continuation pieces after it (Google's SentencePiece
   rule: a piece starts a word when it begins with "▁", is punctuation, or holds a
-  character other than an English letter; ``Tokenizer.word_start_table``);
+  character other than an English letter; ``Tokenizer.word_start_table``). For Japanese,
+  Chinese and Thai the starts come from a word segmenter instead, so that a unit is every
+  piece overlapping a segmenter's word (:mod:`albertkit.data.segmenters`); masking itself
+  only sees ``word_starts``;
 * the budget is ``min(max_predictions_per_seq, max(1, round(num_tokens * masked_lm_prob)))``
   tokens, ``num_tokens`` counting [CLS] and [SEP] as Google does;
 * masked units are n-grams of whole words, n in 1..max_ngram with P(n) ∝ 1/n;

@@ -70,6 +70,11 @@ from albertkit.data.corpus import (
 from albertkit.data.language import AUTO, language_info, recorded_language, resolve_language
 from albertkit.data.normalization import letters_changed, normalize_text
 from albertkit.data.protobuf import fields, len_field
+from albertkit.data.segmenters import (
+    PRETOKENIZATION_DELIMITER,
+    pretokenize,
+    resolve_word_segmentation,
+)
 from albertkit.errors import TokenizerError
 from albertkit.fileio import (
     atomic_write_text,
@@ -113,6 +118,10 @@ class TokenizerConfig(BaseModel):
     input_format: InputFormat = "document_per_line"
     encoding_errors: EncodingErrors = "fail"
     max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, gt=0)
+    # with a word segmenter (auto: the one registered for the language), pieces are learnt
+    # inside its words (SentencePiece's pretokenization_delimiter); the model still
+    # encodes raw text. none/whitespace: trained on the text as it is
+    word_segmenter: str = "auto"
 
     @field_validator("language")
     @classmethod
@@ -547,6 +556,7 @@ def _training_sentences(
     config: TokenizerConfig,
     counter: list[int],
     errors: list[Exception] | None = None,
+    segmenter=None,
 ) -> Iterator[str]:
     if sentences is not None:
         source: Iterable[str] = sentences
@@ -567,7 +577,7 @@ def _training_sentences(
             s = normalize_text(s, lowercase=config.lowercase, keep_accents=config.keep_accents)
             if s:
                 counter[0] += 1
-                yield s
+                yield s if segmenter is None else pretokenize(s, segmenter.words(s))
     except Exception as e:  # SentencePiece re-wraps it as RuntimeError: keep the original
         if errors is not None:
             errors.append(e)
@@ -618,6 +628,12 @@ def train_tokenizer(
                               keep_accents=bool(config.keep_accents))
     if warning:
         (say or log.warning)(f"warning: {warning}")
+    try:
+        segmentation = resolve_word_segmentation(config.word_segmenter, guess.code)
+        segmenter = segmentation.build() if segmentation.uses_segmenter else None
+    except ValueError as e:  # an unknown segmenter, a missing extra: named, before training
+        raise TokenizerError(str(e)) from None
+    delimiter = {"pretokenization_delimiter": PRETOKENIZATION_DELIMITER} if segmenter else {}
     counter = [0]
     errors: list[Exception] = []
     specials = [CLS, SEP, MASK]
@@ -629,7 +645,7 @@ def train_tokenizer(
             try:
                 spm.SentencePieceTrainer.train(
                     sentence_iterator=_training_sentences(
-                        inputs, sentences, config, counter, errors
+                        inputs, sentences, config, counter, errors, segmenter
                     ),
                     model_prefix=prefix,
                     model_type="unigram",
@@ -648,6 +664,7 @@ def train_tokenizer(
                     max_sentence_length=config.max_sentence_length,
                     num_threads=config.num_threads,
                     minloglevel=2,
+                    **delimiter,
                 )
             except RuntimeError as e:
                 msg = str(e)
@@ -669,7 +686,8 @@ def train_tokenizer(
         tok = _trained(tmp / MODEL_FILE, config)
         tok._write_files(tmp, with_model=False)
         meta = {"config": given, "sentences": counter[0], "sha256": tok.sha256,
-                "language": guess.to_record()}
+                "language": guess.to_record(),
+                "word_segmentation": segmentation.describe()}
         write_synced(tmp / "albertkit_tokenizer.json", json.dumps(meta, indent=2).encode())
 
     _swap_in(out_dir, build)

@@ -12,6 +12,12 @@ process when ``num_workers == 1``):
    (static) or keeps them unmasked (dynamic), and writes ``<split>-NNNNN-of-MMMMM.tfrecord``
    under a temporary name that is renamed when complete, then a marker.
 
+Words for whole-word masking (``word_segmenter``, :mod:`albertkit.data.segmenters`): in
+languages that space their words, Google's rule on the pieces, as the reference scripts do;
+in Japanese, Chinese and Thai, the words of a segmenter (an optional extra), found in the
+tokenize phase and saved beside the ids as one word-start flag per piece. ``none`` masks
+single pieces. The manifest records what was used (``word_segmentation``).
+
 Every random choice of a shard comes from ``numpy.random.default_rng([seed, split, shard])``,
 and what a shard holds does not depend on how many processes ran: same inputs + tokenizer +
 settings + seed give byte-identical shards. A copy of the tokenizer goes to ``tokenizer/``
@@ -79,7 +85,15 @@ from albertkit.data.instances import create_pairs
 from albertkit.data.language import AUTO, language_info, resolve_language
 from albertkit.data.manifest import MANIFEST, manifest_language, read_manifest
 from albertkit.data.masking import VocabInfo, default_max_predictions, mask_sequence
+from albertkit.data.segmenters import (
+    WordSegmentation,
+    check_setting,
+    encode_with_word_starts,
+    resolve_word_segmentation,
+    segmenter_config_class,
+)
 from albertkit.data.tfrecord import RecordWriter, encode_examples
+from albertkit.data.tokenized import TokenizedCorpus
 from albertkit.data.tokenizer import (
     Tokenizer,
     check_copy_target,
@@ -129,6 +143,14 @@ class PretrainingDataConfig(BaseModel):
     min_document_tokens: int = Field(4, ge=2)
     seed: int = 12345
     chunk_bytes: int = Field(32 << 20, gt=0)
+    # words for whole-word masking: auto (by language), none (single pieces), whitespace
+    # (Google's rule on the pieces) or a registered word segmenter (fugashi, jieba, ...)
+    word_segmenter: str = "auto"
+
+    @field_validator("word_segmenter")
+    @classmethod
+    def _known_segmenter(cls, value: str) -> str:
+        return check_setting(value)
 
     @field_validator("language")
     @classmethod
@@ -212,8 +234,13 @@ def _tokenize_task(task: dict[str, Any]) -> dict[str, Any]:
     tok = Tokenizer(
         task["model_file"], lowercase=task["lowercase"], keep_accents=task["keep_accents"]
     )
+    segmenter = None
+    if task["segmenter"] is not None:
+        config = task["segmenter"]
+        segmenter = segmenter_config_class(config["kind"]).model_validate(config).build()
     stats = ReadStats()
     ids: list[np.ndarray] = []
+    starts: list[np.ndarray] = []
     sent_ends: list[int] = []
     doc_ends: list[int] = []
     n_tokens = 0
@@ -223,22 +250,30 @@ def _tokenize_task(task: dict[str, Any]) -> dict[str, Any]:
         chunk, task["input_format"], task["encoding_errors"], stats, task["max_line_bytes"],
         task["language"],
     ):
-        pieces = [np.asarray(x, np.int32) for x in tok.encode_batch(doc.sentences)]
-        pieces = [p for p in pieces if len(p)]
-        if sum(len(p) for p in pieces) < task["min_document_tokens"]:
+        if segmenter is None:
+            encoded = [(np.asarray(x, np.int32), None) for x in tok.encode_batch(doc.sentences)]
+        else:
+            encoded = encode_with_word_starts(tok, segmenter, doc.sentences)
+        encoded = [e for e in encoded if len(e[0])]
+        if sum(len(p) for p, _ in encoded) < task["min_document_tokens"]:
             dropped += 1
             continue
-        for p in pieces:
+        for p, flags in encoded:
             ids.append(p)
+            if flags is not None:
+                starts.append(flags)
             n_tokens += len(p)
             sent_ends.append(n_tokens)
         doc_ends.append(len(sent_ends))
     flat = np.concatenate(ids) if ids else np.zeros(0, np.int32)
-    for name, arr in (
+    arrays = [
         ("ids", flat),
         ("sent", np.asarray(sent_ends, np.int64)),
         ("doc", np.asarray(doc_ends, np.int64)),
-    ):
+    ]
+    if segmenter is not None:  # one word-start flag per piece
+        arrays.append(("starts", np.concatenate(starts) if starts else np.zeros(0, bool)))
+    for name, arr in arrays:
         tmp = work / f".{stem.name}.{name}.{os.getpid()}.tmp.npy"
         np.save(tmp, arr, allow_pickle=False)
         os.replace(tmp, work / f"{stem.name}.{name}.npy")
@@ -252,35 +287,6 @@ def _tokenize_task(task: dict[str, Any]) -> dict[str, Any]:
     }
     atomic_write_text(marker, json.dumps(result))
     return result
-
-
-class _Corpus:
-    """Tokenised documents of all chunks, memory-mapped, addressed by global index."""
-
-    def __init__(self, work: Path, doc_counts: list[int]) -> None:
-        self.work = work
-        self.starts = np.concatenate([[0], np.cumsum(doc_counts)]).astype(np.int64)
-        self._cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-
-    def _chunk(self, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if c not in self._cache:
-            stem = self.work / f"tok-{c:05d}"
-            self._cache[c] = tuple(  # type: ignore[assignment]
-                np.load(f"{stem}.{n}.npy", mmap_mode="r", allow_pickle=False)
-                for n in ("ids", "sent", "doc")
-            )
-        return self._cache[c]
-
-    def document(self, g: int) -> list[np.ndarray]:
-        c = int(np.searchsorted(self.starts, g, side="right")) - 1
-        ids, sent, doc = self._chunk(c)
-        d = g - int(self.starts[c])
-        s0 = int(doc[d - 1]) if d else 0
-        s1 = int(doc[d])
-        bounds = [int(sent[s0 - 1]) if s0 else 0, *(int(x) for x in sent[s0:s1])]
-        block = np.array(ids[bounds[0] : bounds[-1]], np.int32)
-        base = bounds[0]
-        return [block[a - base : b - base] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 # ------------------------------------------------------------------ phase 2: write
@@ -298,20 +304,23 @@ def _write_task(task: dict[str, Any]) -> dict[str, Any]:
     tok = Tokenizer(
         task["model_file"], lowercase=task["lowercase"], keep_accents=task["keep_accents"]
     )
-    table = tok.word_start_table()
+    segmentation = task["segmentation"]
+    table = None if segmentation == "segmenter" else (
+        WordSegmentation(segmentation).word_start_table(tok))
     info = VocabInfo(tok.vocab_size, dict(tok.special_ids))
-    corpus = _Corpus(work, task["doc_counts"])
+    corpus = TokenizedCorpus(work, task["doc_counts"], word_starts=table is None)
     rng = np.random.default_rng([cfg.seed, SPLITS[task["split"]], task["shard"]])
     docs = [corpus.document(int(g)) for g in np.load(work / f"{name}.docs.npy", allow_pickle=False)]
     pairs = []
     for _ in range(task["dupe_factor"]):
-        for doc in docs:
+        for doc, doc_starts in docs:
             pairs.extend(
                 create_pairs(
                     doc,
                     seq_length=cfg.seq_length,
                     short_seq_prob=cfg.short_seq_prob,
                     word_start_table=table,
+                    word_starts=doc_starts,
                     cls_id=tok.cls_id,
                     sep_id=tok.sep_id,
                     rng=rng,
@@ -336,7 +345,7 @@ def _write_task(task: dict[str, Any]) -> dict[str, Any]:
                 for r, p in enumerate(batch):
                     m = mask_sequence(
                         p.input_ids,
-                        word_starts=table[p.input_ids],
+                        word_starts=p.word_starts,
                         info=info,
                         rules=cfg.masking_rules,
                         max_predictions=P,
@@ -367,7 +376,7 @@ def _write_task(task: dict[str, Any]) -> dict[str, Any]:
                     input_ids[r, :t] = p.input_ids
                     input_mask[r, :t] = 1
                     segment_ids[r, :t] = p.segment_ids
-                    boundary[r, :t] = table[p.input_ids]
+                    boundary[r, :t] = p.word_starts
                 feats = {
                     "input_ids": input_ids,
                     "input_mask": input_mask,
@@ -469,7 +478,7 @@ def prepare_pretraining_data(
     """Prepare pretraining TFRecords from raw text; returns the manifest (also on disk).
 
     Args:
-        config: what to build (inputs, lengths, masking, shards, seed).
+        config: what to build (inputs, lengths, masking, shards, seed, word segmenter).
         tokenizer: a tokenizer directory, ``spiece.model`` or loaded :class:`Tokenizer`.
         out_dir: output directory (shards + ``manifest.json``).
         num_workers: processes (default: all CPUs); never changes the output.
@@ -496,7 +505,13 @@ def prepare_pretraining_data(
     if guess.code != tok.language:
         log.warning("the tokenizer was trained for %r, this corpus is %r: its pieces may fit "
                     "this text badly", tok.language, guess.code)
-    settings = config.model_dump(mode="json", exclude={"max_line_bytes", "language"})
+    segmentation = resolve_word_segmentation(config.word_segmenter, guess.code)
+    if segmentation.uses_segmenter:
+        segmentation.build()  # a missing extra stops here, before any work
+    # the setting is part of the plan through what it resolved to; Google's rule (the
+    # default for spaced languages) leaves the plan as data prepared before it existed
+    settings = config.model_dump(mode="json",
+                                 exclude={"max_line_bytes", "language", "word_segmenter"})
     plan = {
         "format": FORMAT,
         "settings": settings,
@@ -505,6 +520,8 @@ def prepare_pretraining_data(
     }
     if guess.code != "en":  # data prepared before languages were asked is English
         plan["language"] = guess.code
+    if segmentation.name != "whitespace":
+        plan["word_segmentation"] = segmentation.describe()
     plan["plan_sha256"] = _sha(plan)
     check_copy_target(tok, out_dir / TOKENIZER_COPY)  # before hours of work, not after
     done = _prepare_directory(out_dir, plan, overwrite)
@@ -540,6 +557,8 @@ def prepare_pretraining_data(
             "max_line_bytes": config.max_line_bytes,
             "min_document_tokens": config.min_document_tokens,
             "language": guess.code,
+            "segmenter": (segmentation.config.model_dump(mode="json")
+                          if segmentation.config is not None else None),
         }
         for i, c in enumerate(chunks)
     ]
@@ -605,6 +624,8 @@ def prepare_pretraining_data(
                     "dupe_factor": dupe,
                     "doc_counts": doc_counts,
                     "config": settings,
+                    "segmentation": ("segmenter" if segmentation.uses_segmenter
+                                     else segmentation.name),
                 }
             )
     shards: list[dict] = []
@@ -629,6 +650,7 @@ def prepare_pretraining_data(
         "seq_length": config.seq_length,
         "max_predictions_per_seq": config.max_predictions_per_seq,
         "masking_rules": config.masking_rules.model_dump(mode="json"),
+        "word_segmentation": segmentation.describe(),
         "tokenizer": {
             "path": str(tok.model_file.resolve().parent),
             "sha256": tok.sha256,

@@ -457,6 +457,9 @@ class SquadTask(Task):
             self.data.null_score_diff_threshold,
         )
         source = str(self.data.eval_file)
+        # ja/zh answers are scored per character; the data section names its language once
+        # the language setting exists (until then: the official English definitions)
+        language = getattr(self.data, "language", None)
         if self.version_2:
             # Score the best non-null answers with null_odds as the no-answer probability and
             # the threshold used for predictions.json: `exact`/`f1` are then exactly the
@@ -468,9 +471,12 @@ class SquadTask(Task):
                 "2.0",
                 na_prob_thresh=self.data.null_score_diff_threshold,
                 source=source,
+                language=language,
             )
         else:
-            result = squad_metrics.evaluate(raw, preds.predictions, None, "1.1", source=source)
+            result = squad_metrics.evaluate(
+                raw, preds.predictions, None, "1.1", source=source, language=language
+            )
         result = {k: float(v) for k, v in result.items()}
         if write and run_dir is not None:
             out = Path(run_dir) / "squad_eval"

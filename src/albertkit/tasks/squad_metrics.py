@@ -25,6 +25,26 @@ v2.0 only:
 Departures from the scripts, on purpose: a question without a prediction is an error that
 names it (the scripts print a note and score it 0), and v1.1 scoring reports the same
 per-answerability counts when asked.
+
+Japanese and Chinese (``language="ja"`` / ``"zh"``, any region or script subtag): words are
+not separated by spaces, so a whitespace split makes every answer one token and F1 collapses
+to exact match. For these languages the answers are scored at character level, the
+convention of the CMRC 2018 evaluation script (``cmrc2018_evaluate.py``, Cui et al. 2019;
+DRCD, Shao et al. 2018, is scored with the same script):
+
+* normalisation: lower-case, delete punctuation (ASCII ``string.punctuation``, every Unicode
+  punctuation character such as "。", "、", "「", "」", and the full-width forms of ASCII
+  punctuation such as "～" and "＋") and all whitespace; no article rule;
+* tokens: each character is a token, except that a run of letters or digits of an alphabetic
+  script (Latin, Greek, Cyrillic) or of digits stays one token, ended by whitespace or
+  punctuation (CMRC's ``mixed_segmentation`` keeps English words whole the same way), so
+  "iphone" is one token and "東京" two; EM compares the tokens joined without spaces;
+* EM: the normalised strings are equal; F1: SQuAD's multiset overlap over these tokens.
+  CMRC's script counts the longest common *substring* of the token lists instead; the two
+  differ only when the common characters are not contiguous in one of the answers. The
+  multiset keeps one F1 formula for every language.
+
+Every other language (and ``language=None``) is scored exactly as the official scripts do.
 """
 
 from __future__ import annotations
@@ -32,6 +52,7 @@ from __future__ import annotations
 import collections
 import re
 import string
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,33 +64,93 @@ from albertkit.fileio import read_json
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
+CHARACTER_LEVEL_LANGUAGES = frozenset({"ja", "zh"})
+"""Languages whose answers are scored per character (the CMRC 2018 / DRCD convention)."""
+_WORD_SCRIPTS = ("LATIN", "GREEK", "CYRILLIC", "DIGIT", "FULLWIDTH LATIN", "FULLWIDTH DIGIT")
+
+
+def character_level(language: str | None) -> bool:
+    """Whether answers in ``language`` (a code such as ``"ja"`` or ``"zh-Hant"``; None for
+    the official English rules) are scored per character."""
+    if not language:
+        return False
+    return language.replace("_", "-").split("-")[0].lower() in CHARACTER_LEVEL_LANGUAGES
+
+
+def _is_punctuation(ch: str) -> bool:
+    return (ch in _PUNCTUATION or unicodedata.category(ch).startswith("P")
+            or unicodedata.normalize("NFKC", ch) in _PUNCTUATION)
+
+
+def _in_word(ch: str) -> bool:
+    """A letter or digit of a script that spaces its words (kept together as one token)."""
+    return ch.isalnum() and unicodedata.name(ch, "").startswith(_WORD_SCRIPTS)
+
 
 # --------------------------------------------------------------------------- definitions
-def normalize_answer(text: str) -> str:
-    """Lower-case, strip ASCII punctuation, drop articles, collapse whitespace."""
+def normalize_answer(text: str, *, language: str | None = None) -> str:
+    """Lower-case, strip ASCII punctuation, drop articles, collapse whitespace; for Japanese
+    and Chinese: lower-case, strip all punctuation and whitespace (see the module notes)."""
+    if character_level(language):
+        return "".join(_character_tokens(text))
     text = text.lower()
     text = "".join(ch for ch in text if ch not in _PUNCTUATION)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
 
 
-def answer_tokens(text: str) -> list[str]:
-    """Whitespace tokens of the normalised answer (``[]`` for an empty answer)."""
-    return normalize_answer(text).split() if text else []
+def answer_tokens(text: str, *, language: str | None = None) -> list[str]:
+    """Whitespace tokens of the normalised answer (``[]`` for an empty answer); for Japanese
+    and Chinese its characters, a run of Latin/Greek/Cyrillic letters or digits as one.
+
+    Example:
+        >>> answer_tokens("東京タワー（333m）", language="ja")
+        ['東', '京', 'タ', 'ワ', 'ー', '333m']
+    """
+    if not text:
+        return []
+    if character_level(language):
+        return _character_tokens(text)
+    return normalize_answer(text, language=language).split()
 
 
-def exact_match(prediction: str, gold: str) -> int:
+def _character_tokens(text: str) -> list[str]:
+    """Lower-cased tokens without punctuation or whitespace: each character, except that a
+    run of letters/digits of a spaced script is one token (whitespace and punctuation end
+    it)."""
+    tokens: list[str] = []
+    word = ""
+    for ch in text.lower():
+        if _in_word(ch):
+            word += ch
+            continue
+        if word:
+            tokens.append(word)
+            word = ""
+        if not ch.isspace() and not _is_punctuation(ch):
+            tokens.append(ch)
+    if word:
+        tokens.append(word)
+    return tokens
+
+
+def exact_match(prediction: str, gold: str, *, language: str | None = None) -> int:
     """1 if the normalised strings are equal, else 0."""
-    return int(normalize_answer(prediction) == normalize_answer(gold))
+    return int(normalize_answer(prediction, language=language)
+               == normalize_answer(gold, language=language))
 
 
-def f1(prediction: str, gold: str, empty_matches_empty: bool = True) -> float:
+def f1(
+    prediction: str, gold: str, empty_matches_empty: bool = True, *, language: str | None = None
+) -> float:
     """Token-multiset F1 between normalised prediction and gold answer.
 
     ``empty_matches_empty`` is the v2.0 rule (two empty token lists score 1, one empty list
     scores 0). v1.1's script has no such rule: an empty list shares no token and scores 0.
+    ``language`` ``"ja"``/``"zh"`` counts characters (:func:`answer_tokens`).
     """
-    pred_toks, gold_toks = answer_tokens(prediction), answer_tokens(gold)
+    pred_toks = answer_tokens(prediction, language=language)
+    gold_toks = answer_tokens(gold, language=language)
     if empty_matches_empty and (not pred_toks or not gold_toks):
         return float(pred_toks == gold_toks)
     common = collections.Counter(pred_toks) & collections.Counter(gold_toks)
@@ -95,7 +176,11 @@ class GoldQuestion:
 
 
 def gold_from_dataset(
-    dataset: Mapping[str, Any], version: str, source: str = "<data>"
+    dataset: Mapping[str, Any],
+    version: str,
+    source: str = "<data>",
+    *,
+    language: str | None = None,
 ) -> dict[str, GoldQuestion]:
     """Question id -> gold answers, from a parsed official SQuAD JSON (``{"data": [...]}``)."""
     if not isinstance(dataset, Mapping) or not isinstance(dataset.get("data"), list):
@@ -111,7 +196,7 @@ def gold_from_dataset(
                     for ans in _field(qa, "answers", f"{where} (id={qid})")
                 ]
                 if version == "2.0":
-                    texts = [t for t in texts if normalize_answer(t)] or [""]
+                    texts = [t for t in texts if normalize_answer(t, language=language)] or [""]
                 elif not texts:
                     raise SquadEvalError(f"{where} (id={qid}): v1.1 question without answers")
                 if qid in gold:
@@ -150,7 +235,11 @@ def _check_predictions(
 
 
 def raw_scores(
-    gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str], version: str
+    gold: Mapping[str, GoldQuestion],
+    predictions: Mapping[str, str],
+    version: str,
+    *,
+    language: str | None = None,
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Per-question EM and F1 (0/1 and [0, 1]), max over gold answers."""
     _check_predictions(gold, predictions)
@@ -160,8 +249,10 @@ def raw_scores(
         pred = predictions[qid]
         if not isinstance(pred, str):
             raise SquadEvalError(f"prediction for question id {qid!r} is not a string: {pred!r}")
-        exact[qid] = float(max(exact_match(pred, a) for a in g.answers))
-        f1s[qid] = max(f1(pred, a, empty_matches_empty=empty_rule) for a in g.answers)
+        exact[qid] = float(max(exact_match(pred, a, language=language) for a in g.answers))
+        f1s[qid] = max(
+            f1(pred, a, empty_matches_empty=empty_rule, language=language) for a in g.answers
+        )
     return exact, f1s
 
 
@@ -225,6 +316,8 @@ def threshold_curve(
     gold: Mapping[str, GoldQuestion],
     best_non_null: Mapping[str, str],
     null_odds: Mapping[str, float],
+    *,
+    language: str | None = None,
 ) -> dict[str, list[float]]:
     """EM and F1 (percent) when "no answer" is predicted for ``null_odds > threshold``.
 
@@ -238,7 +331,7 @@ def threshold_curve(
     """
     _check_predictions(gold, null_odds, what="null odds value")
     preds = {q: best_non_null.get(q, "") for q in gold}
-    exact_raw, f1_raw = raw_scores(gold, preds, "2.0")
+    exact_raw, f1_raw = raw_scores(gold, preds, "2.0", language=language)
     odds = {q: float(null_odds[q]) for q in gold}
     no_answer = {q: 0.0 if g.has_answer else 1.0 for q, g in gold.items()}
     start = sum(no_answer.values())  # answer nothing: only unanswerable questions score
@@ -269,10 +362,13 @@ def _mean_percent(scores: Mapping[str, float], qids: Iterable[str]) -> float:
 
 
 def evaluate_v1(
-    gold: Mapping[str, GoldQuestion], predictions: Mapping[str, str]
+    gold: Mapping[str, GoldQuestion],
+    predictions: Mapping[str, str],
+    *,
+    language: str | None = None,
 ) -> dict[str, float]:
     """``{"exact_match", "f1"}`` as printed by ``evaluate-v1.1.py``."""
-    exact, f1s = raw_scores(gold, predictions, "1.1")
+    exact, f1s = raw_scores(gold, predictions, "1.1", language=language)
     return {"exact_match": _mean_percent(exact, gold), "f1": _mean_percent(f1s, gold)}
 
 
@@ -281,6 +377,8 @@ def evaluate_v2(
     predictions: Mapping[str, str],
     na_probs: Mapping[str, float] | None = None,
     na_prob_thresh: float = 1.0,
+    *,
+    language: str | None = None,
 ) -> dict[str, float]:
     """The keys printed by ``evaluate-v2.0.py``, in its order.
 
@@ -295,7 +393,7 @@ def evaluate_v2(
     else:
         na = {q: 0.0 for q in gold}
     has_answer = {q: g.has_answer for q, g in gold.items()}
-    exact_raw, f1_raw = raw_scores(gold, predictions, "2.0")
+    exact_raw, f1_raw = raw_scores(gold, predictions, "2.0", language=language)
     exact = apply_no_answer_threshold(exact_raw, na, has_answer, na_prob_thresh)
     f1s = apply_no_answer_threshold(f1_raw, na, has_answer, na_prob_thresh)
 
@@ -327,11 +425,15 @@ def evaluate(
     version: str | None = None,
     na_prob_thresh: float = 1.0,
     source: str = "<data>",
+    *,
+    language: str | None = None,
 ) -> dict[str, float]:
     """Score ``predictions`` (question id -> answer text) against a parsed SQuAD JSON.
 
     ``version`` ``None`` detects it from the file. v1.1 returns ``exact_match``/``f1``
     (``na_probs`` is then an error: the v1.1 script has no threshold), v2.0 the v2 keys.
+    ``language`` ``"ja"``/``"zh"`` scores characters (the module notes); None, English
+    and every other language: the official definitions.
 
     Example:
         >>> data = {"version": "1.1", "data": [{"paragraphs": [{"context": "x",
@@ -343,14 +445,14 @@ def evaluate(
     version = version or detect_version(dataset)
     if version not in ("1.1", "2.0"):
         raise SquadEvalError(f"unknown SQuAD version {version!r} (expected '1.1' or '2.0')")
-    gold = gold_from_dataset(dataset, version, source)
+    gold = gold_from_dataset(dataset, version, source, language=language)
     if version == "1.1":
         if na_probs is not None:
             raise SquadEvalError(
                 f"no-answer probabilities are a SQuAD v2.0 feature; {source} is v1.1"
             )
-        return evaluate_v1(gold, predictions)
-    return evaluate_v2(gold, predictions, na_probs, na_prob_thresh)
+        return evaluate_v1(gold, predictions, language=language)
+    return evaluate_v2(gold, predictions, na_probs, na_prob_thresh, language=language)
 
 
 def load_json(path: str | Path, what: str) -> Any:
@@ -364,6 +466,8 @@ def evaluate_squad_files(
     na_prob_file: str | Path | None = None,
     version: str | None = None,
     na_prob_thresh: float = 1.0,
+    *,
+    language: str | None = None,
 ) -> dict[str, float]:
     """:func:`evaluate` on files in the official formats (what ``evaluate-squad`` runs)."""
     dataset = load_json(data_file, "data")
@@ -380,4 +484,5 @@ def evaluate_squad_files(
                 raise SquadEvalError(
                     f"{na_prob_file}: value for question id {qid!r} is not a number: {v!r}"
                 )
-    return evaluate(dataset, predictions, na_probs, version, na_prob_thresh, source=str(data_file))
+    return evaluate(dataset, predictions, na_probs, version, na_prob_thresh,
+                    source=str(data_file), language=language)

@@ -57,6 +57,11 @@ class BioTaggingData(BaseModel):
         "predicted O.")
     do_lower_case: StrictBool | None = Field(
         None, description="Lower-case before tokenising (None = the tokenizer's setting).")
+    spaced: StrictBool = Field(
+        True,
+        description="Words are separated by spaces. False for Japanese, Chinese or Thai "
+        "(tags per word or per character): the sentence is encoded once and each word's tag "
+        "goes to the first piece overlapping it.")
 
     @field_validator("labels")
     @classmethod

@@ -7,6 +7,13 @@ split anyway). A word's tag is the label of its *first* piece; the other pieces,
 [SEP] and padding get ``label_mask`` 0 and count in neither the loss nor the metrics. A word
 that yields no piece, or that falls past ``max_seq_length``, has no position: evaluation
 predicts ``O`` for it, so the entity F1 is always over every word of the file.
+
+Text written without spaces (Japanese, Chinese, Thai; ``spaced=False``): the words, or the
+characters when the tags are given per character, are joined without spaces and the
+sentence is encoded once, as pretraining saw such text. A word's tag goes to the first
+piece that overlaps its characters (the tokenizer's offsets,
+:func:`albertkit.data.piece_spans`); a word whose first characters share a piece with the
+word before it shares that piece's position (and its prediction).
 """
 
 from __future__ import annotations
@@ -110,9 +117,12 @@ class Encoded:
 
 
 def encode(sentences: Sequence[Sentence], tokenizer, labels: Sequence[str],
-           max_seq_length: int) -> Encoded:
+           max_seq_length: int, spaced: bool = True) -> Encoded:
     """Token ids, masks and first-piece labels for ``sentences`` (``tokenizer`` is an
-    :class:`albertkit.data.Tokenizer`)."""
+    :class:`albertkit.data.Tokenizer`); ``spaced=False``: words joined without spaces and
+    mapped through the tokenizer's offsets."""
+    if not spaced:
+        return _encode_unspaced(sentences, tokenizer, labels, max_seq_length)
     index = {tag: i for i, tag in enumerate(labels)}
     n, length = len(sentences), max_seq_length
     ids = np.full((n, length), tokenizer.pad_id, np.int32)
@@ -135,6 +145,55 @@ def encode(sentences: Sequence[Sentence], tokenizer, labels: Sequence[str],
             label_mask[row, len(pieces)] = 1.0
             pieces += word_ids
         pieces.append(tokenizer.sep_id)
+        ids[row, : len(pieces)] = pieces
+        mask[row, : len(pieces)] = 1
+        positions.append(where)
+    arrays = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids),
+              "labels": label_ids, "label_mask": label_mask}
+    return Encoded(arrays, positions, list(sentences))
+
+
+def _encode_unspaced(sentences: Sequence[Sentence], tokenizer, labels: Sequence[str],
+                     max_seq_length: int) -> Encoded:
+    from albertkit.data import piece_spans
+
+    index = {tag: i for i, tag in enumerate(labels)}
+    n, length = len(sentences), max_seq_length
+    ids = np.full((n, length), tokenizer.pad_id, np.int32)
+    mask = np.zeros((n, length), np.int32)
+    label_ids = np.zeros((n, length), np.int32)
+    label_mask = np.zeros((n, length), np.float32)
+    positions: list[list[int]] = []
+    for row, sentence in enumerate(sentences):
+        for tag in sentence.tags:
+            if tag not in index:
+                raise DatasetError(f"tag {tag!r} is not one of the labels {list(labels)}")
+        words = [tokenizer.normalize(w) for w in sentence.tokens]
+        text = "".join(words)
+        if tokenizer.normalize(text) != text:  # a word with inner spaces: keep them as one
+            text = tokenizer.normalize(text)
+        piece_ids, spans = piece_spans(tokenizer, text)
+        piece_ids = piece_ids[: length - 2]
+        where = []
+        at = k = 0  # next character to look for a word at; first piece that may overlap it
+        for word, tag in zip(words, sentence.tags, strict=True):
+            found = text.find(word, at) if word else -1
+            if found < 0:
+                where.append(-1)
+                continue
+            start, end = found, found + len(word)
+            at = end
+            while k < len(piece_ids) and (spans[k][1] <= start or spans[k][0] == spans[k][1]):
+                k += 1
+            if k == len(piece_ids) or spans[k][0] >= end:
+                where.append(-1)  # past max_seq_length
+                continue
+            first = k
+            where.append(first + 1)
+            if not label_mask[row, first + 1]:  # a shared piece keeps the first word's tag
+                label_ids[row, first + 1] = index[tag]
+                label_mask[row, first + 1] = 1.0
+        pieces = [tokenizer.cls_id, *piece_ids, tokenizer.sep_id]
         ids[row, : len(pieces)] = pieces
         mask[row, : len(pieces)] = 1
         positions.append(where)

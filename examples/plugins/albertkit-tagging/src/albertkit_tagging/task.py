@@ -109,7 +109,8 @@ class TaggingTask(Task):
         return self._train_sentences
 
     def encoded(self, sentences) -> Encoded:
-        return encode(sentences, self.tokenizer, self.labels, self.data.max_seq_length)
+        return encode(sentences, self.tokenizer, self.labels, self.data.max_seq_length,
+                      spaced=self.data.spaced)
 
     def eval_encoded(self) -> Encoded:
         if self._eval is None:
