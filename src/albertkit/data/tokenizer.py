@@ -369,6 +369,14 @@ class Tokenizer:
                 write_synced(directory / META_FILE, json.dumps(meta, indent=2).encode())
 
 
+def tokenizer_language(path: str | os.PathLike | None) -> str:
+    """The language recorded with the tokenizer directory ``path`` (an export's included);
+    ``"en"`` for a directory without a record, a bare model file or no tokenizer."""
+    if path is None or not Path(path).is_dir():
+        return "en"
+    return _recorded_language(Path(path))
+
+
 def _recorded_language(directory: Path) -> str:
     """The language in ``directory/albertkit_tokenizer.json``; ``"en"`` without a record."""
     meta_file = directory / META_FILE

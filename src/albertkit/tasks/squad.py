@@ -31,6 +31,7 @@ from albertkit.config import SquadData, TrainerConfig
 from albertkit.config.sizes import AlbertSpec
 from albertkit.data.examples import ExampleData
 from albertkit.data.finetune import load_task_tokenizer, padded_batches
+from albertkit.data.language import resolve_language
 from albertkit.data.squad import (
     FEATURE_NAMES,
     SquadExample,
@@ -40,6 +41,7 @@ from albertkit.data.squad import (
     read_squad,
     read_squad_json,
 )
+from albertkit.data.tokenizer import tokenizer_language
 from albertkit.fileio import atomic_write_text
 from albertkit.tasks import squad_metrics
 from albertkit.tasks.base import Batch, LogKeys, Stats, Task, forward_fn
@@ -457,9 +459,10 @@ class SquadTask(Task):
             self.data.null_score_diff_threshold,
         )
         source = str(self.data.eval_file)
-        # ja/zh answers are scored per character; the data section names its language once
-        # the language setting exists (until then: the official English definitions)
-        language = getattr(self.data, "language", None)
+        # ja/zh answers are scored per character (CMRC 2018 / DRCD); every other language by
+        # the official definitions. auto: the language recorded with the tokenizer
+        language = resolve_language(
+            self.data.language, fallback=tokenizer_language(self.data.tokenizer)).code
         if self.version_2:
             # Score the best non-null answers with null_odds as the no-answer probability and
             # the threshold used for predictions.json: `exact`/`f1` are then exactly the
