@@ -57,7 +57,8 @@ def japanese(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def ja_tok(japanese, tmp_path_factory) -> Tokenizer:
     out = tmp_path_factory.mktemp("ja-tok") / "tok"
-    return train_tokenizer([japanese], out, TokenizerConfig(vocab_size=600, num_threads=1))
+    return train_tokenizer([japanese], out, TokenizerConfig(vocab_size=600, num_threads=1,
+                                                            word_segmenter="none"))
 
 
 def _config(path: Path, **settings) -> PretrainingDataConfig:
@@ -161,7 +162,8 @@ def test_cli_corpus_not_in_the_given_language(command, tmp_path, japanese, ja_to
 
 def test_cli_prints_the_language_once(tmp_path, japanese, capsys):
     assert main(["train-tokenizer", str(japanese), "--out", str(tmp_path / "tok"),
-                 "--vocab-size", "600", "--num-threads", "1", "--no-keep-accents"]) == 0
+                 "--vocab-size", "600", "--num-threads", "1", "--no-keep-accents",
+                 "--word-segmenter", "none"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "language: ja (Hiragana 62%, Han 33%, Katakana 5%)"
     assert out[1].startswith("warning: keep_accents=false changes ")

@@ -370,8 +370,9 @@ def test_none_masks_single_pieces_and_english_is_unchanged(tokenizers, tmp_path)
                                  tmp_path / "none", num_workers=1, progress=False)
     assert m["word_segmentation"]["segmenter"] == "none"
     # the segmentation is part of the plan's identity
-    assert plan_sha(m, ("format", "settings", "inputs", "tokenizer_sha256",
-                        "word_segmentation")) == m["plan_sha256"] != plan_sha(m)
+    plan = {k: m[k] for k in ("format", "settings", "inputs", "tokenizer_sha256")}
+    plan |= {"language": m["language"]["code"], "word_segmentation": m["word_segmentation"]}
+    assert _sha(plan) == m["plan_sha256"] != plan_sha(m)
     for ex in _examples(tmp_path / "none"):
         n = int(np.sum(ex["input_mask"]))
         assert all(ex["token_boundary"][:n])

@@ -426,7 +426,7 @@ def piece_spans(tokenizer: Tokenizer, text: str) -> tuple[list[int], list[tuple[
     whitespace has an empty span where the next word starts.
 
     Example (with a tokenizer trained on a few sentences):
-        >>> from albertkit.data.tokenizer import TokenizerConfig, train_tokenizer
+        >>> from albertkit.data import TokenizerConfig, train_tokenizer
         >>> tok = train_tokenizer(None, "tok", TokenizerConfig(vocab_size=20, num_threads=1),
         ...                       sentences=["ab cd", "ab ab", "cd ab"] * 10)
         >>> ids, spans = piece_spans(tok, "ab cd")
