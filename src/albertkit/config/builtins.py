@@ -15,6 +15,7 @@ from albertkit.config.data import (
     UserClassificationData,
     UserPretrainingData,
 )
+from albertkit.config.multiple_choice import MultipleChoiceData
 from albertkit.config.registry import register_optimizer, register_size, register_task
 from albertkit.config.sections import AdamWConfig, LambConfig
 from albertkit.config.sizes import SIZES
@@ -27,6 +28,8 @@ def register_builtins() -> None:
     register_task("squad", "albertkit.tasks.squad:SquadTask", data=[SquadData])
     register_task("classification", "albertkit.tasks.classification:ClassificationTask",
                   data=[ClassificationData, UserClassificationData])
+    register_task("multiple_choice", "albertkit.tasks.multiple_choice:MultipleChoiceTask",
+                  data=[MultipleChoiceData])
     register_optimizer(LambConfig)
     register_optimizer(AdamWConfig)
     for name, fields in SIZES.items():

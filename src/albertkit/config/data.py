@@ -339,7 +339,7 @@ DataConfig = Annotated[
 """The ``data`` section: one of the data kinds, chosen by its ``kind`` field."""
 
 # The built-in tasks; plugins may register more (`albertkit.config.registry`).
-TaskName = Literal["pretraining", "squad", "classification"]
+TaskName = Literal["pretraining", "squad", "classification", "multiple_choice"]
 """What a config trains (``TrainerConfig.task``): albertkit's own tasks."""
 
 TASK_OF_KIND: Mapping[str, str] = TaskOfKind()

@@ -4,7 +4,7 @@ The public names (``__all__``) are importable from here: ``from albertkit.models
 AlbertForPretraining, model_from_hf``. Each is imported on first use (the model classes
 import Keras and TensorFlow).
 
-* :mod:`albertkit.models.albert` -- the Keras 3 model: embeddings, encoder, the three heads;
+* :mod:`albertkit.models.albert` -- the Keras 3 model: embeddings, encoder, the four heads;
 * :mod:`albertkit.models.layers` -- its LayerNorm and Dropout layers;
 * :mod:`albertkit.models.kernels` -- activations and the custom-gradient kernels (GELU,
   LayerNorm, cross-entropy, the attention core);
@@ -29,6 +29,7 @@ from albertkit._lazy import lazy_exports
 if TYPE_CHECKING:
     from albertkit.models.albert import (
         AlbertEncoder,
+        AlbertForMultipleChoice,
         AlbertForPretraining,
         AlbertForQuestionAnswering,
         AlbertForSequenceClassification,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AlbertEncoder",
     "AlbertEncoderLayer",
+    "AlbertForMultipleChoice",
     "AlbertForPretraining",
     "AlbertForQuestionAnswering",
     "AlbertForSequenceClassification",
@@ -64,6 +66,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(__name__, {
     "AlbertEncoder": "albert",
     "AlbertEncoderLayer": "encoder_layer",
+    "AlbertForMultipleChoice": "albert",
     "AlbertForPretraining": "albert",
     "AlbertForQuestionAnswering": "albert",
     "AlbertForSequenceClassification": "albert",

@@ -1,4 +1,5 @@
-"""Tasks: what a model learns (pretraining, SQuAD, classification) and how it is scored.
+"""Tasks: what a model learns (pretraining, SQuAD, classification, multiple choice) and how it
+is scored.
 
 ``build_task(cfg, spec)`` builds the task ``cfg.task`` names (the data kind decides it, see
 ``albertkit.config.TASK_OF_KIND``); ``task_class(name)`` gives its class, whose ``log_keys``
@@ -47,7 +48,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 })
 
 # albertkit's own tasks (the registry may hold more, from plugins).
-TASK_NAMES: tuple[TaskName, ...] = ("pretraining", "squad", "classification")
+TASK_NAMES: tuple[TaskName, ...] = ("pretraining", "squad", "classification", "multiple_choice")
 
 
 def task_class(name: str) -> type[Task]:
