@@ -315,9 +315,22 @@ def test_synthetic_set_is_what_it_says():
     labels = np.array([ex.label for ex in examples])
     assert set(labels.tolist()) == {0, 1, 2, 3}
     for ex in examples:
-        asked = set(ex.question.replace(",", " ").replace("?", " ").split()) - {
-            "which", "goes", "with", "or"}
+        asked = set(ex.question.split()) - {"which", "one", "is", "like", "?"}
+        assert len(asked) == 1
         overlap = [bool(asked & set(c.split())) for c in ex.choices]
         assert overlap.index(True) == ex.label and sum(overlap) == 1
-        assert not asked & set(ex.context.split())
+        assert not (asked | set(ex.choices)) & set(ex.context.split())
     assert 0.3 < np.mean([bool(ex.context) for ex in examples]) < 0.7
+
+
+def test_synthetic_tokenizer_keeps_every_word_whole(tmp_path):
+    from albertkit.data import write_synthetic_multiple_choice
+    from albertkit.data.finetune import load_hf_tokenizer
+    from albertkit.data.multiple_choice import SYNTHETIC_WORDS
+
+    out = write_synthetic_multiple_choice(tmp_path / "mc", train=400, eval=8)
+    tok = load_hf_tokenizer(out / "tokenizer")
+    assert all(len(tok.tokenize(w)) == 1 for w in SYNTHETIC_WORDS)
+    assert tok.tokenize("which one is like apple ?")[-2:] == tok.tokenize("apple ?")
+    with pytest.raises(DatasetError, match="cuts .* into several pieces; raise vocab_size"):
+        write_synthetic_multiple_choice(tmp_path / "small", train=400, eval=8, vocab_size=50)

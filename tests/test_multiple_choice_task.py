@@ -20,7 +20,7 @@ import pytest
 from albertkit.data.multiple_choice import (
     synthetic_examples,
     write_jsonl,
-    write_synthetic_set,
+    write_synthetic_multiple_choice,
 )
 from albertkit.tasks.multiple_choice import multiple_choice_metrics
 from test_resume_kill import assert_bit_identical, latest_step, processes_of
@@ -35,7 +35,7 @@ MODEL = {"size": "tiny", "vocab_size": 128, "hidden_size": 32, "embedding_size":
 
 @pytest.fixture(scope="module")
 def synthetic_dir(tmp_path_factory) -> Path:
-    return write_synthetic_set(tmp_path_factory.mktemp("mc") / "data", train=400, eval=64)
+    return write_synthetic_multiple_choice(tmp_path_factory.mktemp("mc") / "data", train=400, eval=64)
 
 
 def task_for(data_dir: Path, **data):
@@ -138,7 +138,7 @@ def test_tiny_config_learns_the_synthetic_set_cli_and_python_identical(tmp_path)
     the Python API give the same summary."""
     from albertkit import AlbertTrainer, TrainerConfig
 
-    data = write_synthetic_set(tmp_path / "data")
+    data = write_synthetic_multiple_choice(tmp_path / "data")
     overrides = [f"data.train_file={data / 'train.jsonl'}", f"data.eval_file={data / 'dev.jsonl'}",
                  f"data.tokenizer={data / 'tokenizer'}", "logging.progress_bar=false"]
     cli_run, py_run = tmp_path / "cli", tmp_path / "python"
@@ -207,18 +207,29 @@ def test_kill9_resumes_bit_identical(synthetic_dir, tmp_path):
 
 # --------------------------------------------------------------------------- SageMaker
 def test_launch_dry_run_of_the_race_config(tmp_path):
+    """The RACE config with S3 channels for its data and model plans a SageMaker job."""
+    import yaml
+
+    raw = yaml.safe_load(RACE_CONFIG.read_text())
+    raw["sagemaker"] = {"instance_type": "ml.g5.xlarge", "inputs": {
+        "race": {"kind": "s3", "uri": "s3://bucket/RACE", "path_in_config": "data/RACE"},
+        "model": {"kind": "s3", "uri": "s3://bucket/albert-base",
+                  "path_in_config": "pretrained/albert-base"}}}
+    config = tmp_path / "race_sagemaker.yaml"
+    config.write_text(yaml.safe_dump(raw))
     env = {**os.environ,
            "ALBERTKIT_SM_ROLE_ARN": "arn:aws:iam::123456789012:role/albertkit-sagemaker",
            "ALBERTKIT_SM_IMAGE_URI": "123456789012.dkr.ecr.us-east-1.amazonaws.com/albertkit:1",
            "ALBERTKIT_SM_OUTPUT_PATH": "s3://albertkit-data-123456789012/output",
            "SAGEMAKER_VALIDATE_ROLE": "false"}
     proc = subprocess.run([sys.executable, "-m", "albertkit.cli", "launch", "--config",
-                           str(RACE_CONFIG), "--dry-run", "--set",
-                           "sagemaker.instance_type=ml.g5.xlarge"],
+                           str(config), "--dry-run"],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     request = json.loads(proc.stdout[proc.stdout.index("{"):])
     assert request["ResourceConfig"]["InstanceType"] == "ml.g5.xlarge"
+    channels = {c["ChannelName"] for c in request["InputDataConfig"]}
+    assert {"race", "model"} <= channels
 
 
 # --------------------------------------------------------------------------- plugins
@@ -272,7 +283,7 @@ def test_an_example_with_fewer_choices_trains_beside_full_ones(synthetic_dir, tm
     mixed = synthetic_examples(24, seed=1, num_choices=4) + synthetic_examples(
         24, seed=2, num_choices=3)
     train = write_jsonl(mixed, tmp_path / "mixed.jsonl")
-    raw = mc_raw_config(tmp_path / "run", synthetic_dir, max_steps=4)
+    raw = mc_raw_config(tmp_path / "run", synthetic_dir, max_steps=6)
     raw["data"].update(train_file=str(train), eval_file=str(train))
     raw["runtime"].update(eval_every_steps=0)
     trainer = AlbertTrainer(TrainerConfig.model_validate(raw)).fit()

@@ -31,6 +31,7 @@ from albertkit.config.data import (
     UserClassificationData,
     UserPretrainingData,
 )
+from albertkit.config.multiple_choice import MultipleChoiceData
 from albertkit.config.overrides import apply_overrides
 from albertkit.config.registry import (
     ENTRY_POINT_GROUP,
@@ -77,6 +78,7 @@ __all__ = [
     "MaskingConfig",
     "MlflowConfig",
     "ModelConfig",
+    "MultipleChoiceData",
     "OptimizerConfig",
     "OptimizerSection",
     "ProfileConfig",

@@ -16,7 +16,8 @@ when imported, ``finetune`` when it builds a pipeline):
 * ``stream``: position-addressable training streams (resume at any element);
 * ``pretraining_dataset``: the tf.data reader (static or dynamic masking) and a synthetic source;
 * ``batching``: micro-batches grouped into optimizer steps;
-* ``squad`` / ``glue`` / ``finetune``: fine-tuning readers, features and pipelines;
+* ``squad`` / ``glue`` / ``multiple_choice`` / ``finetune``: fine-tuning readers, features
+  and pipelines (``multiple_choice`` also writes a synthetic set);
 * ``demo``: the built-in corpus from Python's own documentation.
 
 The ``train-tokenizer`` and ``prepare-data`` commands are :mod:`albertkit.cli.data`.
@@ -31,6 +32,11 @@ from albertkit._lazy import lazy_exports
 if TYPE_CHECKING:
     from albertkit.data.demo import stdlib_documents
     from albertkit.data.finetune import load_hf_tokenizer
+    from albertkit.data.multiple_choice import (
+        MultipleChoiceExample,
+        read_multiple_choice,
+        write_synthetic_multiple_choice,
+    )
     from albertkit.data.pretraining_dataset import build_pretraining_dataset
     from albertkit.data.squad import SquadExample, SquadFeatures, convert_examples, read_squad
     from albertkit.data.tokenizer import Tokenizer, TokenizerConfig, train_tokenizer
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "MultipleChoiceExample",
     "PretrainingDataConfig",
     "SquadExample",
     "SquadFeatures",
@@ -50,13 +57,16 @@ __all__ = [
     "convert_examples",
     "load_hf_tokenizer",
     "prepare_pretraining_data",
+    "read_multiple_choice",
     "read_squad",
     "shard_files",
     "stdlib_documents",
     "train_tokenizer",
+    "write_synthetic_multiple_choice",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
+    "MultipleChoiceExample": "multiple_choice",
     "PretrainingDataConfig": "writer",
     "SquadExample": "squad",
     "SquadFeatures": "squad",
@@ -66,8 +76,10 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "convert_examples": "squad",
     "load_hf_tokenizer": "finetune",
     "prepare_pretraining_data": "writer",
+    "read_multiple_choice": "multiple_choice",
     "read_squad": "squad",
     "shard_files": "writer",
     "stdlib_documents": "demo",
     "train_tokenizer": "tokenizer",
+    "write_synthetic_multiple_choice": "multiple_choice",
 })

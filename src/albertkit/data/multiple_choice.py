@@ -348,27 +348,26 @@ SYNTHETIC_WORDS = (
 
 def synthetic_examples(count: int, seed: int, num_choices: int = 4,
                        context_fraction: float = 0.5) -> list[MultipleChoiceExample]:
-    """A learnable multiple-choice set: the right choice repeats a word of the question.
+    """A learnable multiple-choice set: the right choice repeats the word the question names.
 
-    Each question names two distinct words (``which goes with apple or river ?``); the right
-    choice is one of them, every other choice a word the question does not name.
-    ``context_fraction`` of the examples carry a context of six further words (noise, never
-    the answer), the others none; chance is ``1 / num_choices``.
+    Each question names one word (``which one is like apple ?``); the right choice is that
+    word, every other choice a word the question does not name. ``context_fraction`` of the
+    examples carry a context of six further words (noise, never a choice), the others none;
+    chance is ``1 / num_choices``.
     """
     rng = np.random.default_rng(seed)
     words = SYNTHETIC_WORDS
     out = []
     for i in range(count):
         picked = [words[k] for k in rng.permutation(len(words))]
-        asked, others = picked[:2], picked[2:]
+        asked, others = picked[0], picked[1:]
         label = int(rng.integers(num_choices))
         choices = others[:num_choices]
-        choices[label] = asked[int(rng.integers(2))]
+        choices[label] = asked
         context = (" ".join(others[num_choices: num_choices + 6]) + " ."
                    if rng.random() < context_fraction else "")
-        out.append(MultipleChoiceExample(
-            context, f"which goes with {asked[0]} or {asked[1]} ?", tuple(choices), label,
-            f"synthetic:{seed}:{i}"))
+        out.append(MultipleChoiceExample(context, f"which one is like {asked} ?",
+                                         tuple(choices), label, f"synthetic:{seed}:{i}"))
     return out
 
 
@@ -384,13 +383,18 @@ def write_jsonl(examples: Sequence[MultipleChoiceExample], path: str | os.PathLi
     return path
 
 
-def write_synthetic_set(out_dir: str | os.PathLike, train: int = 2000, eval: int = 400,
-                        seed: int = 0, num_choices: int = 4, vocab_size: int = 80) -> Path:
-    """Write ``train.jsonl``, ``dev.jsonl`` (other seeds, so held out) and a tokenizer
+def write_synthetic_multiple_choice(out_dir: str | os.PathLike, train: int = 10000,
+                                    eval: int = 400, seed: int = 0, num_choices: int = 4,
+                                    vocab_size: int = 79) -> Path:
+    """Write ``train.jsonl``, ``dev.jsonl`` (another seed, so held out) and a tokenizer
     trained on their text (``tokenizer/``) into ``out_dir``; returns ``out_dir``.
 
+    The tokenizer keeps every word of the set whole (one piece), checked here: a word cut
+    into letters in the choice but not in the question would hide the match to learn (a few
+    hundred training examples are enough text for that; a few dozen are not).
+
     Example:
-        >>> out = write_synthetic_set("mc-data", train=40, eval=8)
+        >>> out = write_synthetic_multiple_choice("mc-data", train=400, eval=8)
         >>> sorted(p.name for p in out.iterdir())
         ['dev.jsonl', 'tokenizer', 'train.jsonl']
     """
@@ -401,10 +405,13 @@ def write_synthetic_set(out_dir: str | os.PathLike, train: int = 2000, eval: int
     eval_set = synthetic_examples(eval, seed + 1, num_choices)
     write_jsonl(train_set, out / "train.jsonl")
     write_jsonl(eval_set, out / "dev.jsonl")
-    # every word once per sentence, so each becomes one piece of the small vocabulary
-    sentences = [f"which goes with {w} or ?" for w in SYNTHETIC_WORDS] + [
+    sentences = [f"which one is like {w} ?" for w in SYNTHETIC_WORDS] + [
         f"{ex.context} {ex.question} {' '.join(ex.choices)}" for ex in train_set]
-    train_tokenizer(None, out / "tokenizer",
-                    TokenizerConfig(vocab_size=vocab_size, num_threads=1, seed=seed),
-                    sentences=sentences, overwrite=True)
+    tokenizer = train_tokenizer(None, out / "tokenizer",
+                                TokenizerConfig(vocab_size=vocab_size, num_threads=1, seed=seed),
+                                sentences=sentences, overwrite=True)
+    cut = [w for w in SYNTHETIC_WORDS if len(tokenizer.encode(w)) != 1]
+    if cut:
+        raise DatasetError(f"vocab_size={vocab_size}: the synthetic set's tokenizer cuts "
+                           f"{cut} into several pieces; raise vocab_size")
     return out

@@ -94,9 +94,9 @@ class MultipleChoiceTask(Task):
         remat: what the backward pass recomputes (``RematMode``: none, selective, full).
 
     Example (a synthetic set whose right choice repeats a word of the question):
-        >>> from albertkit.data.multiple_choice import write_synthetic_set
+        >>> from albertkit.data.multiple_choice import write_synthetic_multiple_choice
         >>> from albertkit.distributed.single import SingleProcess
-        >>> _ = write_synthetic_set("mc", train=16, eval=8)
+        >>> _ = write_synthetic_multiple_choice("mc", train=400, eval=8)
         >>> cfg = TrainerConfig.from_dict({
         ...     "model": {"size": "tiny", "vocab_size": 101, "hidden_size": 32,
         ...               "embedding_size": 16, "num_attention_heads": 2,
