@@ -320,7 +320,7 @@ def test_synthetic_set_is_what_it_says():
         overlap = [bool(asked & set(c.split())) for c in ex.choices]
         assert overlap.index(True) == ex.label and sum(overlap) == 1
         assert not (asked | set(ex.choices)) & set(ex.context.split())
-    assert 0.3 < np.mean([bool(ex.context) for ex in examples]) < 0.7
+    assert 0.15 < np.mean([bool(ex.context) for ex in examples]) < 0.35
 
 
 def test_synthetic_tokenizer_keeps_every_word_whole(tmp_path):
@@ -331,6 +331,6 @@ def test_synthetic_tokenizer_keeps_every_word_whole(tmp_path):
     out = write_synthetic_multiple_choice(tmp_path / "mc", train=400, eval=8)
     tok = load_hf_tokenizer(out / "tokenizer")
     assert all(len(tok.tokenize(w)) == 1 for w in SYNTHETIC_WORDS)
-    assert tok.tokenize("which one is like apple ?")[-2:] == tok.tokenize("apple ?")
+    assert tok.tokenize("like apple ?")[-2:] == tok.tokenize("apple ?")
     with pytest.raises(DatasetError, match="cuts .* into several pieces; raise vocab_size"):
         write_synthetic_multiple_choice(tmp_path / "small", train=400, eval=8, vocab_size=50)

@@ -347,13 +347,13 @@ SYNTHETIC_WORDS = (
 
 
 def synthetic_examples(count: int, seed: int, num_choices: int = 4,
-                       context_fraction: float = 0.5) -> list[MultipleChoiceExample]:
+                       context_fraction: float = 0.25) -> list[MultipleChoiceExample]:
     """A learnable multiple-choice set: the right choice repeats the word the question names.
 
-    Each question names one word (``which one is like apple ?``); the right choice is that
-    word, every other choice a word the question does not name. ``context_fraction`` of the
-    examples carry a context of six further words (noise, never a choice), the others none;
-    chance is ``1 / num_choices``.
+    Each question names one word (``like apple ?``); the right choice is that word, every
+    other choice a word the question does not name. ``context_fraction`` of the examples
+    carry a context of three further words (noise, never a choice), the others none; chance
+    is ``1 / num_choices``.
     """
     rng = np.random.default_rng(seed)
     words = SYNTHETIC_WORDS
@@ -364,10 +364,10 @@ def synthetic_examples(count: int, seed: int, num_choices: int = 4,
         label = int(rng.integers(num_choices))
         choices = others[:num_choices]
         choices[label] = asked
-        context = (" ".join(others[num_choices: num_choices + 6]) + " ."
+        context = (" ".join(others[num_choices: num_choices + 3]) + " ."
                    if rng.random() < context_fraction else "")
-        out.append(MultipleChoiceExample(context, f"which one is like {asked} ?",
-                                         tuple(choices), label, f"synthetic:{seed}:{i}"))
+        out.append(MultipleChoiceExample(context, f"like {asked} ?", tuple(choices), label,
+                                         f"synthetic:{seed}:{i}"))
     return out
 
 
@@ -385,7 +385,7 @@ def write_jsonl(examples: Sequence[MultipleChoiceExample], path: str | os.PathLi
 
 def write_synthetic_multiple_choice(out_dir: str | os.PathLike, train: int = 10000,
                                     eval: int = 400, seed: int = 0, num_choices: int = 4,
-                                    vocab_size: int = 79) -> Path:
+                                    vocab_size: int = 75) -> Path:
     """Write ``train.jsonl``, ``dev.jsonl`` (another seed, so held out) and a tokenizer
     trained on their text (``tokenizer/``) into ``out_dir``; returns ``out_dir``.
 
@@ -405,7 +405,7 @@ def write_synthetic_multiple_choice(out_dir: str | os.PathLike, train: int = 100
     eval_set = synthetic_examples(eval, seed + 1, num_choices)
     write_jsonl(train_set, out / "train.jsonl")
     write_jsonl(eval_set, out / "dev.jsonl")
-    sentences = [f"which one is like {w} ?" for w in SYNTHETIC_WORDS] + [
+    sentences = [f"like {w} ?" for w in SYNTHETIC_WORDS] + [
         f"{ex.context} {ex.question} {' '.join(ex.choices)}" for ex in train_set]
     tokenizer = train_tokenizer(None, out / "tokenizer",
                                 TokenizerConfig(vocab_size=vocab_size, num_threads=1, seed=seed),
