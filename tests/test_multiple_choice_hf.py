@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from albertkit.models import hf
-from albertkit.models.albert import AlbertForMultipleChoice
+from albertkit.models.multiple_choice import AlbertForMultipleChoice
 from test_hf_parity import CONFIGS, SPEC, hf_config, load_in_torch, max_diff, randomise
 
 torch = pytest.importorskip("torch")

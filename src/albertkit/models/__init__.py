@@ -4,7 +4,8 @@ The public names (``__all__``) are importable from here: ``from albertkit.models
 AlbertForPretraining, model_from_hf``. Each is imported on first use (the model classes
 import Keras and TensorFlow).
 
-* :mod:`albertkit.models.albert` -- the Keras 3 model: embeddings, encoder, the four heads;
+* :mod:`albertkit.models.albert` -- the Keras 3 model: embeddings, encoder, the three heads;
+* :mod:`albertkit.models.multiple_choice` -- the multiple-choice head (one score per choice);
 * :mod:`albertkit.models.layers` -- its LayerNorm and Dropout layers;
 * :mod:`albertkit.models.kernels` -- activations and the custom-gradient kernels (GELU,
   LayerNorm, cross-entropy, the attention core);
@@ -29,7 +30,6 @@ from albertkit._lazy import lazy_exports
 if TYPE_CHECKING:
     from albertkit.models.albert import (
         AlbertEncoder,
-        AlbertForMultipleChoice,
         AlbertForPretraining,
         AlbertForQuestionAnswering,
         AlbertForSequenceClassification,
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         model_from_hf,
         spec_from_hf_config,
     )
+    from albertkit.models.multiple_choice import AlbertForMultipleChoice
 
 __all__ = [
     "AlbertEncoder",
@@ -66,7 +67,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(__name__, {
     "AlbertEncoder": "albert",
     "AlbertEncoderLayer": "encoder_layer",
-    "AlbertForMultipleChoice": "albert",
+    "AlbertForMultipleChoice": "multiple_choice",
     "AlbertForPretraining": "albert",
     "AlbertForQuestionAnswering": "albert",
     "AlbertForSequenceClassification": "albert",

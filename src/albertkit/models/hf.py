@@ -53,11 +53,11 @@ from albertkit.config.sizes import AlbertSpec
 from albertkit.fileio import read_json, replace_dir, temp_dir_beside, write_synced
 from albertkit.models.albert import (
     AlbertEncoder,
-    AlbertForMultipleChoice,
     AlbertForPretraining,
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
 )
+from albertkit.models.multiple_choice import AlbertForMultipleChoice
 
 logger = logging.getLogger(__name__)
 

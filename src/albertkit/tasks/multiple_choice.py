@@ -83,7 +83,7 @@ def multiple_choice_metrics(logits: np.ndarray, choice_mask: np.ndarray,
 
 
 class MultipleChoiceTask(Task):
-    """Multiple choice with :class:`~albertkit.models.albert.AlbertForMultipleChoice`.
+    """Multiple choice with :class:`~albertkit.models.multiple_choice.AlbertForMultipleChoice`.
 
     Args:
         spec: the model architecture.
@@ -145,7 +145,7 @@ class MultipleChoiceTask(Task):
 
     # ------------------------------------------------------------------ model and loss
     def build_model(self) -> keras.Model:
-        from albertkit.models.albert import AlbertForMultipleChoice
+        from albertkit.models.multiple_choice import AlbertForMultipleChoice
 
         model = AlbertForMultipleChoice(self.spec, dtype=self.dtype, remat=self.remat)
         model.build_for(seq_length=self.data.max_seq_length)
