@@ -103,10 +103,11 @@ def config(**sections) -> dict:
 
 # --------------------------------------------------------------------------- built-ins
 def test_built_ins_are_registered_through_the_registry(builtins_only_registry):
-    assert list(registry.entries("task")) == ["pretraining", "squad", "classification"]
+    assert list(registry.entries("task")) == ["pretraining", "squad", "classification",
+                                              "multiple_choice"]
     assert list(registry.data_kinds()) == ["synthetic", "tfrecord", "demo",
                                            "user_pretraining", "squad", "classification",
-                                           "user_classification"]
+                                           "user_classification", "multiple_choice"]
     assert list(registry.optimizer_kinds()) == ["lamb", "adamw"]
     assert registry.size_names() == ["tiny", "base", "large", "xlarge", "xxlarge"]
     assert list(registry.entries("word segmenter")) == ["fugashi", "jieba", "pythainlp"]
@@ -115,7 +116,8 @@ def test_built_ins_are_registered_through_the_registry(builtins_only_registry):
     assert dict(TASK_OF_KIND) == {"synthetic": "pretraining", "tfrecord": "pretraining",
                                   "demo": "pretraining", "user_pretraining": "pretraining",
                                   "squad": "squad", "classification": "classification",
-                                  "user_classification": "classification"}
+                                  "user_classification": "classification",
+                                  "multiple_choice": "multiple_choice"}
     from albertkit.tasks import task_class
 
     assert task_class("squad").__name__ == "SquadTask"  # imported from the registered path
@@ -128,8 +130,8 @@ def test_the_plugins_command_lists_every_part(capsys, builtins_only_registry):
 
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 3 + 7 + 2 + 5 + 3 + 3 and all(ln.endswith("albertkit (built-in)") for ln in out)
-    assert out[7].split()[:5] == ["data", "kind", "squad", "(trains", "squad)"]
+    assert len(out) == 4 + 8 + 2 + 5 + 3 + 3 and all(ln.endswith("albertkit (built-in)") for ln in out)
+    assert out[8].split()[:5] == ["data", "kind", "squad", "(trains", "squad)"]
     assert out[-1].split()[:3] == ["word", "segmenter", "pythainlp"]
 
 

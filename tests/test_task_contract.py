@@ -1,4 +1,5 @@
-"""The task contract, checked the same way on every task (pretraining, SQuAD, classification).
+"""The task contract, checked the same way on every task (pretraining, SQuAD, classification,
+multiple choice).
 
 ``run_task_contract_test(task, batch, ...)`` asserts what the trainer relies on:
 
@@ -27,6 +28,7 @@ import pytest
 from conftest import make_tiny_config
 
 SEQ, PREDS, BATCH = 16, 4, 8
+CHOICES = 3  # multiple choice: sequences per example (one example padded to 2 of them)
 # No dropout anywhere: a split batch must see exactly the computation of the whole one.
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
               "classifier_dropout_prob": 0.0}
@@ -36,6 +38,8 @@ DATA = {
               "max_seq_length": 24, "doc_stride": 4, "max_query_length": 8},
     "classification": {"kind": "classification", "task": "sst2", "train_file": "train.tsv",
                        "tokenizer": "tok", "max_seq_length": SEQ},
+    "multiple_choice": {"kind": "multiple_choice", "train_file": "train.jsonl",
+                        "tokenizer": "tok", "max_seq_length": SEQ, "num_choices": CHOICES},
 }
 
 
@@ -48,9 +52,10 @@ def contract_case(name: str, seed: int = 0):
     rng = np.random.default_rng(seed)
     vocab = cfg.model.spec.vocab_size
     seq = SEQ if name == "pretraining" else cfg.data.max_seq_length
-    lengths = rng.integers(seq // 2, seq + 1, size=BATCH)
+    rows = BATCH * CHOICES if name == "multiple_choice" else BATCH
+    lengths = rng.integers(seq // 2, seq + 1, size=rows)
     mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int32)
-    ids = rng.integers(5, vocab, size=(BATCH, seq)).astype(np.int32) * mask
+    ids = rng.integers(5, vocab, size=(rows, seq)).astype(np.int32) * mask
     batch = {"input_ids": ids, "input_mask": mask,
              "segment_ids": ((np.arange(seq)[None, :] >= lengths[:, None] // 2) * mask
                              ).astype(np.int32)}
@@ -60,6 +65,14 @@ def contract_case(name: str, seed: int = 0):
                      masked_lm_ids=np.take_along_axis(ids, pos, 1).astype(np.int32),
                      masked_lm_weights=np.ones((BATCH, PREDS), np.float32),
                      next_sentence_labels=rng.integers(0, 2, size=BATCH).astype(np.int32))
+    elif name == "multiple_choice":
+        batch = {k: v.reshape(BATCH, CHOICES, seq) for k, v in batch.items()}
+        choice_mask = np.ones((BATCH, CHOICES), np.int32)
+        choice_mask[2, 2] = 0  # example 2 has two choices: its third is padding
+        for k in batch:
+            batch[k][2, 2] = 0
+        batch.update(choice_mask=choice_mask,
+                     labels=rng.integers(0, 2, size=BATCH).astype(np.int32))
     elif name == "squad":
         starts = rng.integers(0, seq // 2, size=BATCH)
         batch.update(start_positions=starts.astype(np.int32),
@@ -212,7 +225,7 @@ def run_task_contract_test(task, batch, cfg, checkpoint_dir: Path | None = None,
         _assert_same_stats(task, before, after, "restored")
 
 
-@pytest.mark.parametrize("name", ["pretraining", "squad", "classification"])
+@pytest.mark.parametrize("name", ["pretraining", "squad", "classification", "multiple_choice"])
 def test_task_contract(name, tmp_path):
     cfg, task, batch = contract_case(name)
     run_task_contract_test(task, batch, cfg, checkpoint_dir=tmp_path / "checkpoints")
@@ -245,7 +258,7 @@ print("ALL_REDUCED_OK", name, flush=True)
 """
 
 
-@pytest.mark.parametrize("name", ["pretraining", "squad", "classification"])
+@pytest.mark.parametrize("name", ["pretraining", "squad", "classification", "multiple_choice"])
 @pytest.mark.slow  # over 40 s on two cores: CI's second pass
 def test_task_contract_all_reduced_over_two_replicas(name, tmp_path):
     script = tmp_path / "all_reduced.py"

@@ -34,6 +34,7 @@ from albertkit.config.data import (
     UserClassificationData,
     UserPretrainingData,
 )
+from albertkit.config.multiple_choice import MultipleChoiceData
 from albertkit.config.overrides import apply_overrides
 from albertkit.config.registry import (
     ENTRY_POINT_GROUP,
@@ -82,6 +83,7 @@ __all__ = [
     "MaskingConfig",
     "MlflowConfig",
     "ModelConfig",
+    "MultipleChoiceData",
     "OptimizerConfig",
     "OptimizerSection",
     "ProfileConfig",

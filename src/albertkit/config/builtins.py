@@ -25,6 +25,7 @@ from albertkit.config.data import (
     UserClassificationData,
     UserPretrainingData,
 )
+from albertkit.config.multiple_choice import MultipleChoiceData
 from albertkit.config.optimizer import AdamWConfig, LambConfig
 from albertkit.config.registration import (
     register_optimizer,
@@ -41,6 +42,8 @@ BUILTIN_TASKS: Mapping[str, tuple[str, tuple[type[BaseModel], ...]]] = MappingPr
     "squad": ("albertkit.tasks.squad:SquadTask", (SquadData,)),
     "classification": ("albertkit.tasks.classification:ClassificationTask",
                        (ClassificationData, UserClassificationData)),
+    "multiple_choice": ("albertkit.tasks.multiple_choice:MultipleChoiceTask",
+                        (MultipleChoiceData,)),
 })
 """albertkit's own tasks, the one list of them: name -> (the task class's path, the data
 kinds it reads). :data:`TaskName` and ``albertkit.tasks.TASK_NAMES`` are made from it."""

@@ -26,8 +26,8 @@ point and ``to_sagemaker()``), and of those only the ones a config's ``plugins:`
 
 Example:
     >>> sorted(data_kinds())  # doctest: +NORMALIZE_WHITESPACE
-    ['classification', 'demo', 'squad', 'synthetic', 'tfrecord', 'user_classification',
-     'user_pretraining']
+    ['classification', 'demo', 'multiple_choice', 'squad', 'synthetic', 'tfrecord',
+     'user_classification', 'user_pretraining']
     >>> task_of_kind("demo"), sorted(optimizer_kinds()), "tiny" in size_names()
     ('pretraining', ['adamw', 'lamb'], True)
 """

@@ -23,7 +23,8 @@ when imported, ``finetune`` when it builds a pipeline):
   stream of every fine-tuning task, and of a plugin's);
 * ``pretraining_dataset``: the tf.data reader (static or dynamic masking) and a synthetic source;
 * ``batching``: micro-batches grouped into optimizer steps;
-* ``squad`` / ``glue`` / ``finetune``: fine-tuning readers, features and pipelines;
+* ``squad`` / ``glue`` / ``multiple_choice`` / ``finetune``: fine-tuning readers, features
+  and pipelines (``multiple_choice`` also writes a synthetic set);
 * ``demo``: the built-in corpus from Python's own documentation.
 
 The ``train-tokenizer`` and ``prepare-data`` commands are :mod:`albertkit.cli.data`.
@@ -44,6 +45,11 @@ if TYPE_CHECKING:
         detect_language,
         known_languages,
         resolve_language,
+    )
+    from albertkit.data.multiple_choice import (
+        MultipleChoiceExample,
+        read_multiple_choice,
+        write_synthetic_multiple_choice,
     )
     from albertkit.data.pretraining_dataset import build_pretraining_dataset
     from albertkit.data.segmenters import (
@@ -71,6 +77,7 @@ __all__ = [
     "FugashiSegmenter",
     "JiebaSegmenter",
     "LanguageGuess",
+    "MultipleChoiceExample",
     "PretrainingDataConfig",
     "PyThaiNLPSegmenter",
     "SquadExample",
@@ -84,12 +91,14 @@ __all__ = [
     "load_hf_tokenizer",
     "piece_spans",
     "prepare_pretraining_data",
+    "read_multiple_choice",
     "read_squad",
     "resolve_language",
     "resolve_word_segmentation",
     "shard_files",
     "stdlib_documents",
     "train_tokenizer",
+    "write_synthetic_multiple_choice",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
@@ -97,6 +106,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "FugashiSegmenter": "segmenters",
     "JiebaSegmenter": "segmenters",
     "LanguageGuess": "language",
+    "MultipleChoiceExample": "multiple_choice",
     "PretrainingDataConfig": "writer",
     "PyThaiNLPSegmenter": "segmenters",
     "SquadExample": "squad",
@@ -110,12 +120,14 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "load_hf_tokenizer": "finetune",
     "piece_spans": "segmenters",
     "prepare_pretraining_data": "writer",
+    "read_multiple_choice": "multiple_choice",
     "read_squad": "squad",
     "resolve_language": "language",
     "resolve_word_segmentation": "segmenters",
     "shard_files": "writer",
     "stdlib_documents": "demo",
     "train_tokenizer": "tokenizer",
+    "write_synthetic_multiple_choice": "multiple_choice",
 }, deprecated={
     # the names of albertkit 0.2, deprecated in 0.3 (docs/api-policy.md)
     "convert_examples": ("albertkit.data:convert_squad_examples", "0.4"),

@@ -42,15 +42,17 @@ import importlib
 import importlib.metadata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from albertkit.errors import DataPreparationError, PluginError
 
-if TYPE_CHECKING:
-    from albertkit.data.tokenizer import Tokenizer
+# An albertkit.data.Tokenizer. Not imported, not even for type checking: tokenizer.py
+# imports this module (it trains inside the segmenter's words), and modules never import
+# each other (tests/test_layers.py).
+Tokenizer = Any
 
 AUTO, NONE, WHITESPACE = "auto", "none", "whitespace"
 RESERVED = (AUTO, NONE, WHITESPACE)

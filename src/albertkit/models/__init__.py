@@ -5,6 +5,7 @@ AlbertForPretraining, model_from_hf``. Each is imported on first use (the model 
 import Keras and TensorFlow).
 
 * :mod:`albertkit.models.albert` -- the Keras 3 model: embeddings, encoder, the three heads;
+* :mod:`albertkit.models.multiple_choice` -- the multiple-choice head (one score per choice);
 * :mod:`albertkit.models.layers` -- its LayerNorm and Dropout layers;
 * :mod:`albertkit.models.kernels` -- activations and the custom-gradient kernels (GELU,
   LayerNorm, cross-entropy, the attention core);
@@ -43,10 +44,12 @@ if TYPE_CHECKING:
         model_from_hf,
         spec_from_hf_config,
     )
+    from albertkit.models.multiple_choice import AlbertForMultipleChoice
 
 __all__ = [
     "AlbertEncoder",
     "AlbertEncoderLayer",
+    "AlbertForMultipleChoice",
     "AlbertForPretraining",
     "AlbertForQuestionAnswering",
     "AlbertForSequenceClassification",
@@ -64,6 +67,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(__name__, {
     "AlbertEncoder": "albert",
     "AlbertEncoderLayer": "encoder_layer",
+    "AlbertForMultipleChoice": "multiple_choice",
     "AlbertForPretraining": "albert",
     "AlbertForQuestionAnswering": "albert",
     "AlbertForSequenceClassification": "albert",

@@ -66,6 +66,7 @@ from albertkit.models.hf_files import (  # noqa: F401 - re-exported names of thi
     _weight_files,
     read_safetensors,
 )
+from albertkit.models.multiple_choice import AlbertForMultipleChoice
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ AlbertModelLike = (
     | AlbertForPretraining
     | AlbertForQuestionAnswering
     | AlbertForSequenceClassification
+    | AlbertForMultipleChoice
     | Any  # any HFExportable model (a plugin's)
 )
 # The built-in models' HF classes; an HFExportable model names its own (``hf_architectures``).
@@ -82,9 +84,11 @@ Architecture = Literal[
     "AlbertForMaskedLM",
     "AlbertForQuestionAnswering",
     "AlbertForSequenceClassification",
+    "AlbertForMultipleChoice",
     "AlbertModel",
 ] | str
-ModelKind = Literal["pretraining", "question_answering", "classification", "encoder"]
+ModelKind = Literal["pretraining", "question_answering", "classification", "multiple_choice",
+                    "encoder"]
 
 CONFIG_FILE = "config.json"
 # Written into every export: only a directory holding it may be replaced by a new export.
@@ -218,7 +222,8 @@ class HFExportable(Protocol):
     Hugging Face classes it can be written as, and its head's weights by Hugging Face name.
 
     albertkit's own task models implement it (``AlbertForPretraining``,
-    ``AlbertForQuestionAnswering``, ``AlbertForSequenceClassification``), and so may a
+    ``AlbertForQuestionAnswering``, ``AlbertForSequenceClassification``,
+    ``AlbertForMultipleChoice``), and so may a
     plugin's (a model for a task albertkit does not have): :func:`export_to_hf`,
     :func:`load_hf_weights` and ``model.load_from`` then treat it exactly as the built-ins.
 
@@ -476,12 +481,14 @@ def model_from_hf(
         case "classification":
             labels = num_labels if num_labels is not None else hf_num_labels(hf_dir)
             model = AlbertForSequenceClassification(spec, labels, dtype=dtype)
+        case "multiple_choice":
+            model = AlbertForMultipleChoice(spec, dtype=dtype)
         case "encoder":
             model = AlbertEncoder(spec, dtype=dtype)
         case _:
             raise ValueError(
                 f"kind={kind!r}: expected pretraining, question_answering, "
-                "classification or encoder"
+                "classification, multiple_choice or encoder"
             )
     load_hf_weights(model, hf_dir)
     return model
@@ -531,6 +538,7 @@ def export_to_hf(
         architecture: HF class to target, one of the model's ``hf_architectures``
             (:class:`HFExportable`); defaults to the first (``AlbertForPreTraining``,
             ``AlbertForQuestionAnswering``, ``AlbertForSequenceClassification``,
+            ``AlbertForMultipleChoice``,
             ``AlbertModel``, or a plugin model's own). A pretraining model can also be
             exported as ``AlbertForMaskedLM`` (pooler and SOP head dropped).
         tokenizer_dir: a tokenizer directory whose files are copied alongside.

@@ -8,6 +8,10 @@ Three things live here, all without TensorFlow:
 * :func:`plan_batch` -- micro-batch and accumulation for a target global batch on a device,
   using the accelerator table of :mod:`albertkit.hardware` (memory, peak FLOP/s).
 
+A micro-batch counts examples; an example of a multiple-choice task is one encoder sequence
+per choice (a micro-batch of 8 RACE examples runs 32 sequences), so the planner sizes the
+step for ``micro_batch * sequences_per_example`` sequences (:func:`sequences_per_example`).
+
 FLOP count (2 FLOPs per multiply-accumulate; only matmuls, which are >99% of the work;
 layer norms, softmax, GELU and the optimizer are not counted, as in the MFU convention of
 Chowdhery et al. 2022, appendix B). With T = sequence length, P = masked positions
@@ -38,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from albertkit.config.sizes import AlbertSpec
+from albertkit.errors import ConfigError
 from albertkit.hardware import Device, GiB, XlaSetting, get_device, resolve_xla
 
 # The memory estimate is arithmetic of the architecture that training needs too (it refuses
@@ -49,6 +54,24 @@ from albertkit.models.footprint import (  # noqa: F401 - FlopCount, training_flo
     training_flops,
 )
 from albertkit.models.options import RematMode
+
+
+def sequences_per_example(data: object) -> int:
+    """Encoder sequences one example of the ``data`` section costs: its
+    ``sequences_per_example`` (multiple choice: ``num_choices``), else 1.
+
+    Raises:
+        ConfigError: the data kind has the notion but no number (``num_choices`` unset).
+    """
+    if not hasattr(data, "sequences_per_example"):
+        return 1
+    value = data.sequences_per_example
+    if value is None:
+        raise ConfigError(f"data.kind={getattr(data, 'kind', '?')}: set data.num_choices "
+                          "(the choices per example, e.g. 4 for RACE): the memory plan "
+                          "counts one sequence per choice")
+    return int(value)
+
 
 # --------------------------------------------------------------------------- devices
 # The devices the planner documents (docs/memory.md) and the CLI table shows by default.
@@ -93,14 +116,19 @@ def plan_batch(
     max_predictions: int | None = None,
     remat: RematMode | bool = "selective",
     xla: XlaSetting = "auto",
+    sequences_per_example: int = 1,
 ) -> BatchPlan:
     """The largest micro-batch that divides the per-replica batch and fits the device.
 
     ``accumulation = global_batch / (replicas * micro_batch)``. When not even a micro-batch
     of 1 fits, the plan has ``micro_batch == 0`` (``fits`` is False). ``xla`` is
     ``runtime.xla``: the estimate is that of the path it resolves to on a GPU
-    (:func:`albertkit.hardware.resolve_xla`; the devices planned for are GPUs).
+    (:func:`albertkit.hardware.resolve_xla`; the devices planned for are GPUs). Batches
+    count examples of ``sequences_per_example`` sequences each (multiple choice: N).
     """
+    k = sequences_per_example
+    if k < 1:
+        raise ValueError(f"sequences_per_example={k} must be at least 1")
     compiled = resolve_xla(xla, "gpu", precision).compute
     dev = get_device(device) if isinstance(device, str) else device
     if global_batch <= 0 or replicas <= 0 or global_batch % replicas:
@@ -116,7 +144,7 @@ def plan_batch(
         0,
         0,
         estimate_memory(
-            spec, seq_length, 1, precision, max_predictions, accumulation=2, remat=remat,
+            spec, seq_length, k, precision, max_predictions, accumulation=2, remat=remat,
             xla=compiled, device="gpu",
         ).peak_bytes,
         usable,
@@ -124,7 +152,8 @@ def plan_batch(
     for micro in sorted(d for d in range(1, per_replica + 1) if per_replica % d == 0):
         accum = per_replica // micro
         peak = estimate_memory(
-            spec, seq_length, micro, precision, max_predictions, accumulation=accum, remat=remat,
+            spec, seq_length, micro * k, precision, max_predictions, accumulation=accum,
+            remat=remat,
             xla=compiled, device="gpu",
         ).peak_bytes
         if peak > usable:

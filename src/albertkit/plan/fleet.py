@@ -61,7 +61,12 @@ from albertkit.config import TrainerConfig
 from albertkit.errors import ConfigError
 from albertkit.hardware import DEFAULT_MFU, DEVICES, INSTANCE_TYPES, NETWORK_GBPS, GiB, resolve_xla
 from albertkit.models.footprint import default_predictions
-from albertkit.perf.memory import estimate_memory, plan_batch, training_flops
+from albertkit.perf.memory import (
+    estimate_memory,
+    plan_batch,
+    sequences_per_example,
+    training_flops,
+)
 from albertkit.plan.cost import allreduce_seconds
 from albertkit.plan.measured import Measurement, config_shape, parse_measured, split_fleet
 from albertkit.plan.prices import PriceTable
@@ -233,14 +238,15 @@ def _usable_micro_batch(cfg: TrainerConfig, fleet: Fleet) -> dict[str, Any]:
                                f"divide over {fleet.gpus} GPUs")
         return out
     per_gpu = rt.global_batch_size // fleet.gpus
+    k = sequences_per_example(cfg.data)  # multiple choice: one sequence per choice
     best = plan_batch(spec, seq, precision, gpu, rt.global_batch_size, fleet.gpus, predictions,
-                      rt.remat, rt.xla)
+                      rt.remat, rt.xla, sequences_per_example=k)
     out["largest_micro_batch"] = best.micro_batch
     out["usable_gib"] = round(best.usable_bytes / GiB, 2)
     micro = rt.micro_batch_size
     if per_gpu % micro == 0:
         compiled = resolve_xla(rt.xla, "gpu", precision).compute
-        peak = estimate_memory(spec, seq, micro, precision, predictions,
+        peak = estimate_memory(spec, seq, micro * k, precision, predictions,
                                accumulation=per_gpu // micro, remat=rt.remat, xla=compiled,
                                device="gpu").peak_bytes
         out["config_micro_batch_fits"] = peak <= best.usable_bytes
@@ -347,7 +353,8 @@ def plan_fleet(cfg: TrainerConfig, fleet: Fleet, measured: Sequence[Measurement]
         _, seq, _ = config_shape(cfg)
         predictions = (getattr(cfg.data, "max_predictions_per_seq", None)
                        or default_predictions(seq))
-        flops = per_gpu * training_flops(cfg.model.spec, seq, predictions).training
+        flops = (per_gpu * sequences_per_example(cfg.data)
+                 * training_flops(cfg.model.spec, seq, predictions).training)
         compute = flops / (peak * 1e12 * mfu)
         low, high = flops / (peak * 1e12 * mfu * MFU_BAND), flops / (peak * 1e12 * mfu / MFU_BAND)
         row.update(basis="estimated",

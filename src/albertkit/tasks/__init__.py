@@ -1,4 +1,5 @@
-"""Tasks: what a model learns (pretraining, SQuAD, classification) and how it is scored.
+"""Tasks: what a model learns (pretraining, SQuAD, classification, multiple choice) and how it
+is scored.
 
 ``build_task(cfg, spec)`` builds the task ``cfg.task`` names (the data kind decides it, see
 ``albertkit.config.TASK_OF_KIND``); ``task_class(name)`` gives its class, whose ``log_keys``

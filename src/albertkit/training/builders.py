@@ -129,7 +129,9 @@ def check_memory(cfg: TrainerConfig, spec: AlbertSpec, accum: int = 1) -> None:
     preds = getattr(cfg.data, "max_predictions_per_seq", None) or default_predictions(seq)
     rt = cfg.runtime
     kind = local_device_kind()
-    estimate = estimate_memory(spec, seq, rt.micro_batch_size, rt.precision, preds,
+    # a multiple-choice example is one sequence per choice (unknown until read: 1)
+    per_example = getattr(cfg.data, "sequences_per_example", None) or 1
+    estimate = estimate_memory(spec, seq, rt.micro_batch_size * per_example, rt.precision, preds,
                                accumulation=accum, remat=rt.remat,
                                xla=rt.xla_plan(kind).compute,  # the path the step will take
                                device=kind)
