@@ -264,9 +264,8 @@ def race_config(micro: int, kind: str = "multiple_choice", global_batch: int = 3
 def test_planner_counts_one_sequence_per_choice():
     """The fit of RACE (4 choices) at seq 512 on a 16 GB V100 equals the fit of 4x the
     micro-batch of single sequences, in `albertkit plan`'s fleet rows and in plan_batch."""
-    from albertkit.plan.fleet import parse_fleets, plan_fleet
-
     from albertkit.perf.memory import plan_batch
+    from albertkit.plan.fleet import parse_fleets, plan_fleet
 
     fleet = parse_fleets("ml.p3.2xlarge:1")[0]  # one V100 16 GB
     race = plan_fleet(race_config(micro=8), fleet)
@@ -290,9 +289,8 @@ def test_planner_counts_one_sequence_per_choice():
 
 
 def test_planner_needs_num_choices():
-    from albertkit.plan.fleet import parse_fleets, plan_fleet
-
     from albertkit.config import ConfigError
+    from albertkit.plan.fleet import parse_fleets, plan_fleet
 
     cfg = race_config(micro=8)
     cfg = cfg.model_copy(update={"data": cfg.data.model_copy(update={"num_choices": None})})
