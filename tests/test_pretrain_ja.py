@@ -45,6 +45,7 @@ def test_tiny_japanese_run_beats_the_unigram_baseline(tmp_path, monkeypatch):
                  "--no-progress"]) == 0
     manifest = json.loads((tmp_path / "data" / "ja-chat" / "manifest.json").read_text())
     assert manifest["language"]["code"] == "ja"
+    assert manifest["word_segmentation"]["segmenter"] == "fugashi"  # whole-word masking
     assert main(["pretrain", "--config", str(CONFIG), "--set", "runtime.max_steps=300",
                  "--set", "runtime.eval_every_steps=300",
                  "--set", "checkpoint.every_steps=300"]) == 0
