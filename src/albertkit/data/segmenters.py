@@ -42,15 +42,12 @@ import importlib
 import importlib.metadata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from albertkit.errors import DataPreparationError, PluginError
-
-if TYPE_CHECKING:
-    from albertkit.data.tokenizer import Tokenizer
 
 AUTO, NONE, WHITESPACE = "auto", "none", "whitespace"
 RESERVED = (AUTO, NONE, WHITESPACE)
@@ -58,6 +55,21 @@ RESERVED = (AUTO, NONE, WHITESPACE)
 (single pieces) and ``whitespace`` (Google's rule on the pieces)."""
 
 PRETOKENIZATION_DELIMITER = "\ue000"
+
+
+class Tokenizer(Protocol):
+    """What this module uses of :class:`albertkit.data.tokenizer.Tokenizer` (that module
+    imports this one, so it is described here rather than imported)."""
+
+    sp: Any
+    special_ids: dict[str, int]
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def normalize(self, text: str) -> str: ...
+
+    def word_start_table(self) -> np.ndarray: ...
 """Marks word boundaries in tokenizer training text (a private-use character, removed by
 SentencePiece before it counts pieces)."""
 
