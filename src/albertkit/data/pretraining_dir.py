@@ -94,10 +94,12 @@ class PretrainingDataConfig(BaseModel):
 
 # ------------------------------------------------------------------ the plan
 def shard_name(split: str, index: int, count: int) -> str:
+    """``<split>-NNNNN-of-MMMMM.tfrecord``."""
     return f"{split}-{index:05d}-of-{count:05d}.tfrecord"
 
 
 def inputs_fingerprint(files: list[Path]) -> list[dict[str, Any]]:
+    """Path, size and modification time of each input: the plan's view of the corpus."""
     out = []
     for f in files:
         st = f.stat()
@@ -106,11 +108,15 @@ def inputs_fingerprint(files: list[Path]) -> list[dict[str, Any]]:
 
 
 def plan_sha256(obj: Any) -> str:
+    """SHA-256 of ``obj`` as sorted JSON (the plan's identity)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
 # ------------------------------------------------------------------ a re-run
 def prepare_directory(out_dir: Path, plan: dict[str, Any], overwrite: bool) -> dict | None:
+    """Make ``out_dir`` ready for ``plan``: the manifest when it is already finished with
+    this plan (None otherwise); other data or an unfinished run with other settings is
+    refused unless ``overwrite`` (then wiped). Writes ``.work/plan.json``."""
     manifest_file = out_dir / MANIFEST
     plan_sha = plan["plan_sha256"]
     if manifest_file.is_file():
@@ -159,6 +165,7 @@ def prepare_directory(out_dir: Path, plan: dict[str, Any], overwrite: bool) -> d
 
 
 def wipe(out_dir: Path) -> None:
+    """Delete what a preparation wrote (manifest, shards, work files)."""
     (out_dir / MANIFEST).unlink(missing_ok=True)
     for f in out_dir.glob("*-of-*.tfrecord"):
         f.unlink()
