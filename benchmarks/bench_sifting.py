@@ -103,8 +103,7 @@ def analyse(run_dir: Path, target: float, name: str) -> dict:
     forward = training_flops(spec, cfg["data"]["seq_length"],
                              cfg["data"]["max_predictions_per_seq"]).forward
     batch = cfg["runtime"]["global_batch_size"]
-    seconds, prev_step, at = 0.0, 0, {}
-    flops_at, train = {}, {}
+    seconds, prev_step, at, flops_at, train = 0.0, 0, {}, {}, {}
     for r in records:
         if r["kind"] == "time":
             n = r["step"] - prev_step
@@ -130,15 +129,12 @@ def analyse(run_dir: Path, target: float, name: str) -> dict:
         lower[str(t)] = (None if hit is None else
                          {"step": hit[0], "seconds": hit[1], "flops": flops_at.get(hit[0])})
     return {
-        "run": name, "steps": summary["step"], "train_seconds": at[max(at)],
-        "lower_targets": lower,
+        "run": name, "steps": summary["step"], "train_seconds": at[max(at)], "lower_targets": lower,
         "target_step": reached[0] if reached else None,
         "target_seconds": reached[1] if reached else None,
         "target_flops": flops_at.get(reached[0]) if reached else None,
         "final_over_baseline": last[2], "final_mlm_accuracy": last[3],
-        "final_sop_accuracy": last[4],
-        "curve": curve,
-        "sifting": summary.get("sifting"),
+        "final_sop_accuracy": last[4], "curve": curve, "sifting": summary.get("sifting"),
     }
 
 

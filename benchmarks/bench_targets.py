@@ -106,10 +106,6 @@ class Target:
         """Its (first) run is in mixed_bfloat16."""
         return ROW_BY_KEY[self.rows[0]].precision == "mixed_bfloat16"
 
-    @property
-    def is_bf16_speed(self) -> bool:
-        return self.quantity != "memory_vs_hf" and self.is_bf16
-
 
 TARGETS: tuple[Target, ...] = (
     Target(("base128-float32",), "speed_vs_hf", ">=", 1.15),
@@ -138,15 +134,8 @@ class Check:
     reasons: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "value": self.value,
-            "op": self.op,
-            "limit": self.limit,
-            "verdict": self.verdict,
-            "rows": list(self.rows),
-            "reasons": self.reasons,
-        }
+        return {"name": self.name, "value": self.value, "op": self.op, "limit": self.limit,
+                "verdict": self.verdict, "rows": list(self.rows), "reasons": self.reasons}
 
 
 def _value(target: Target, results: Mapping[str, BenchmarkResult]) -> float | None:
@@ -201,7 +190,7 @@ def evaluate(results: Mapping[str, BenchmarkResult]) -> list[Check]:
                 noisy.append(why + "; emulation kernels' scratch memory may differ")
             else:
                 noisy = [why]
-        if t.is_bf16_speed and emulated:
+        if emulated and t.quantity != "memory_vs_hf":
             verdict = "emulated"
         elif noisy and t.quantity != "memory_vs_hf":
             verdict = "noisy"

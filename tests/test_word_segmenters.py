@@ -358,7 +358,7 @@ def test_dynamic_masking_reads_the_segmenter_s_word_starts(tokenizers, tmp_path)
 
 
 def test_none_masks_single_pieces_and_english_is_unchanged(tokenizers, tmp_path):
-    from albertkit.data.writer import _sha
+    from albertkit.data.writer import plan_sha256 as _sha
 
     def plan_sha(manifest, keys=("format", "settings", "inputs", "tokenizer_sha256")):
         return _sha({k: manifest[k] for k in keys})

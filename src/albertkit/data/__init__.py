@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         write_synthetic_multiple_choice,
     )
     from albertkit.data.pretraining_dataset import build_pretraining_dataset
+    from albertkit.data.pretraining_dir import PretrainingDataConfig, shard_files
     from albertkit.data.segmenters import (
         FugashiSegmenter,
         JiebaSegmenter,
@@ -66,11 +67,7 @@ if TYPE_CHECKING:
         read_squad,
     )
     from albertkit.data.tokenizer import Tokenizer, TokenizerConfig, train_tokenizer
-    from albertkit.data.writer import (
-        PretrainingDataConfig,
-        prepare_pretraining_data,
-        shard_files,
-    )
+    from albertkit.data.writer import prepare_pretraining_data
 
 __all__ = [
     "ExampleData",
@@ -107,7 +104,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "JiebaSegmenter": "segmenters",
     "LanguageGuess": "language",
     "MultipleChoiceExample": "multiple_choice",
-    "PretrainingDataConfig": "writer",
+    "PretrainingDataConfig": "pretraining_dir",
     "PyThaiNLPSegmenter": "segmenters",
     "SquadExample": "squad",
     "SquadFeatures": "squad",
@@ -124,7 +121,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "read_squad": "squad",
     "resolve_language": "language",
     "resolve_word_segmentation": "segmenters",
-    "shard_files": "writer",
+    "shard_files": "pretraining_dir",
     "stdlib_documents": "demo",
     "train_tokenizer": "tokenizer",
     "write_synthetic_multiple_choice": "multiple_choice",

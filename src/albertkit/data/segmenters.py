@@ -49,17 +49,27 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from albertkit.errors import DataPreparationError, PluginError
 
-# An albertkit.data.Tokenizer. Not imported, not even for type checking: tokenizer.py
-# imports this module (it trains inside the segmenter's words), and modules never import
-# each other (tests/test_layers.py).
-Tokenizer = Any
-
 AUTO, NONE, WHITESPACE = "auto", "none", "whitespace"
 RESERVED = (AUTO, NONE, WHITESPACE)
 """Settings that name no registered segmenter: ``auto`` (chosen by language), ``none``
 (single pieces) and ``whitespace`` (Google's rule on the pieces)."""
 
 PRETOKENIZATION_DELIMITER = "\ue000"
+
+
+class Tokenizer(Protocol):
+    """What this module uses of :class:`albertkit.data.tokenizer.Tokenizer` (that module
+    imports this one, so it is described here rather than imported)."""
+
+    sp: Any
+    special_ids: dict[str, int]
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def normalize(self, text: str) -> str: ...
+
+    def word_start_table(self) -> np.ndarray: ...
 """Marks word boundaries in tokenizer training text (a private-use character, removed by
 SentencePiece before it counts pieces)."""
 

@@ -9,7 +9,7 @@ with the languages it splits. A splitter registered by a plugin wins over albert
 languages. The built-ins (registered like a plugin's, in :mod:`albertkit.config.builtins`):
 
 * ``rules`` (English): the rule set below, kept because it scores at least as well as
-  pysbd, sentencex and ICU on albertkit's English cases (``benchmarks/sentence_splitters.py``);
+  pysbd, sentencex and ICU on albertkit's English cases (docs/data.md, Languages);
 * ``pysbd`` (ja, zh, de, fr, es, ru, ar, hi, ... every language pysbd 0.3.4 has rules for):
   pysbd's per-language rules, with closing quotes and brackets kept on the sentence they
   close (pysbd leaves ``”`` after ``。`` to the next sentence);

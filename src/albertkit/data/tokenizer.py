@@ -17,6 +17,10 @@ transformers converts a bare ``spiece.model`` through protobuf classes that need
 ``protobuf>=7`` while TensorFlow 2.21 pins ``protobuf<7``; with ``tokenizer.json`` present
 no conversion happens.
 
+The files of the directory (what it may hold, the datasets that use it, its language record,
+the swap that writes it whole) are handled in :mod:`albertkit.data.tokenizer_files`; this
+module re-exports those names.
+
 Language: ``TokenizerConfig.language`` is ``"auto"`` (decided from the corpus's scripts,
 :mod:`albertkit.data.language`) or a code. It chooses the defaults of ``lowercase`` and
 ``keep_accents`` (English: the ALBERT recipe, lower-cased and accents stripped; every other
@@ -51,7 +55,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -67,30 +70,34 @@ from albertkit.data.corpus import (
     read_documents,
     sample_corpus,
 )
-from albertkit.data.language import AUTO, language_info, recorded_language, resolve_language
+from albertkit.data.language import AUTO, language_info, resolve_language
 from albertkit.data.normalization import letters_changed, normalize_text
-from albertkit.data.protobuf import fields, len_field
 from albertkit.data.segmenters import (
     PRETOKENIZATION_DELIMITER,
     pretokenize,
     resolve_word_segmentation,
 )
-from albertkit.errors import TokenizerError
-from albertkit.fileio import (
-    atomic_write_text,
-    read_json,
-    replace_dir,
-    temp_dir_beside,
-    write_synced,
+from albertkit.data.tokenizer_files import (  # noqa: F401 - re-exported names of this module
+    META_FILE,
+    MODEL_FILE,
+    TOKENIZER_FILES,
+    USERS_FILE,
+    check_replaceable,
+    datasets_using,
+    precompiled_charsmap,
+    recorded_language_of,
+    swap_in,
+    tokenizer_language,
+    without_model_prefix,
 )
+from albertkit.errors import TokenizerError
+from albertkit.fileio import atomic_write_text, read_json, write_synced
 
 log = logging.getLogger(__name__)
 
 PAD, UNK, CLS, SEP, MASK = "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = {"pad": PAD, "unk": UNK, "cls": CLS, "sep": SEP, "mask": MASK}
 ALBERT_USER_SYMBOLS = ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"]
-MODEL_FILE = "spiece.model"
-META_FILE = "albertkit_tokenizer.json"  # albertkit's record: settings, language, sentences
 
 # Google's _is_start_piece_sp: punctuation pieces and pieces with characters other than
 # English letters/punctuation start a new "word" for whole-word masking.
@@ -145,35 +152,6 @@ def _is_word_start_piece(piece: str) -> bool:
     if piece.startswith("\u2581") or piece.startswith("<") or piece in _PUNCT:
         return True
     return not all(c.lower() in _LETTERS or c in _PUNCT for c in piece)
-
-
-# ------------------------------------------------------------------ SentencePiece ModelProto
-def _without_model_prefix(model_proto: bytes) -> bytes:
-    """Drop ``trainer_spec.model_prefix`` (a temporary path) so the model bytes depend only
-    on the corpus and settings."""
-    out = bytearray()
-    for field in fields(model_proto):
-        if field.number == 2:  # trainer_spec
-            spec = field.value
-            inner = b"".join(spec[f.start : f.end] for f in fields(spec) if f.number != 2)
-            out += len_field(2, inner)
-        else:
-            out += model_proto[field.start : field.end]
-    return bytes(out)
-
-
-def _precompiled_charsmap(model_proto: bytes) -> bytes:
-    """``ModelProto.normalizer_spec.precompiled_charsmap`` (field 3 -> field 2).
-
-    Read by hand: the generated ``sentencepiece_model_pb2`` modules shipped with
-    sentencepiece and transformers need protobuf>=7, which TensorFlow 2.21 excludes.
-    """
-    for field in fields(model_proto):
-        if field.number == 3:
-            for inner in fields(field.value):  # type: ignore[arg-type]
-                if inner.number == 2:
-                    return bytes(inner.value)  # type: ignore[arg-type]
-    return b""
 
 
 # ------------------------------------------------------------------ the tokenizer
@@ -257,7 +235,7 @@ class Tokenizer:
             cfg_file = path / "tokenizer_config.json"
             if cfg_file.is_file():
                 cfg = read_json(cfg_file, "tokenizer config", TokenizerError)
-            language = _recorded_language(path)
+            language = recorded_language_of(path)
         elif path.is_file():
             model = path
         else:
@@ -342,7 +320,7 @@ class Tokenizer:
         """
         directory = Path(directory)
         check_replaceable(directory, overwrite)
-        return _swap_in(directory, lambda tmp: self._write_files(tmp, with_model=True))
+        return swap_in(directory, lambda tmp: self._write_files(tmp, with_model=True))
 
     def _write_files(self, directory: Path, *, with_model: bool) -> None:
         """The HF files (and ``spiece.model``) into a fresh ``directory``."""
@@ -355,7 +333,7 @@ class Tokenizer:
             vocab=vocab,
             do_lower_case=self.lowercase,
             keep_accents=self.keep_accents,
-            _spm_precompiled_charsmap=_precompiled_charsmap(self._proto) or None,
+            _spm_precompiled_charsmap=precompiled_charsmap(self._proto) or None,
         )
         with tempfile.TemporaryDirectory(dir=directory, prefix=".hf-") as tmp:
             hf.save_pretrained(tmp)
@@ -369,71 +347,7 @@ class Tokenizer:
                 write_synced(directory / META_FILE, json.dumps(meta, indent=2).encode())
 
 
-def tokenizer_language(path: str | os.PathLike | None) -> str:
-    """The language recorded with the tokenizer directory ``path`` (an export's included);
-    ``"en"`` for a directory without a record, a bare model file or no tokenizer."""
-    if path is None or not Path(path).is_dir():
-        return "en"
-    return _recorded_language(Path(path))
-
-
-def _recorded_language(directory: Path) -> str:
-    """The language in ``directory/albertkit_tokenizer.json``; ``"en"`` without a record."""
-    meta_file = directory / META_FILE
-    meta = read_json(meta_file, "tokenizer record", TokenizerError) if meta_file.is_file() else {}
-    try:
-        return recorded_language(meta.get("language") if isinstance(meta, dict) else None)
-    except ValueError as e:
-        raise TokenizerError(f"{meta_file}: {e}") from None
-
-
-# ------------------------------------------------------------------ the directory on disk
-# What a tokenizer directory may hold. Anything else means the directory is something else
-# (a run, a project folder, the working directory): it is never replaced.
-TOKENIZER_FILES = frozenset({
-    MODEL_FILE, "spiece.vocab", "tokenizer.json", "tokenizer_config.json",
-    "special_tokens_map.json", "added_tokens.json", "albertkit_tokenizer.json",
-})
-# Written by prepare-data beside the tokenizer: the datasets whose token ids it defines.
-USERS_FILE = "albertkit_datasets.json"
-
-
-def datasets_using(directory: str | os.PathLike) -> list[Path]:
-    """Prepared datasets whose ``manifest.json`` names ``directory`` as their tokenizer.
-
-    ``prepare-data`` lists each dataset in ``directory/albertkit_datasets.json``; a listed
-    dataset counts while its manifest still names this directory (moved or deleted data,
-    or data prepared again with another tokenizer, no longer does).
-    """
-    from albertkit.data.manifest import MANIFEST, read_manifest
-
-    directory = Path(directory)
-    users = directory / USERS_FILE
-    if not users.is_file():
-        return []
-    try:
-        listed = json.loads(users.read_text(encoding="utf-8"))["datasets"]
-        listed = [str(x) for x in listed]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise TokenizerError(
-            f"{users}: unreadable ({e}); it lists the prepared datasets that use this "
-            "tokenizer, so the directory is not replaced. Check them, then delete the file"
-        ) from None
-    here = directory.resolve()
-    found = []
-    for d in listed:
-        manifest = Path(d) / MANIFEST
-        if not manifest.is_file():
-            continue
-        try:
-            path = read_manifest(manifest)["tokenizer"]["path"]
-        except ValueError:
-            continue  # a damaged dataset cannot be read anyway
-        if Path(path).resolve() == here:
-            found.append(Path(d))
-    return found
-
-
+# ------------------------------------------------------------------ the directory: users, copies
 def record_dataset_user(tokenizer: Tokenizer, dataset_dir: str | os.PathLike) -> None:
     """Note in the tokenizer's directory that ``dataset_dir`` was prepared with it, so that
     re-training into that directory is refused. Best effort: a read-only or bare
@@ -455,38 +369,6 @@ def record_dataset_user(tokenizer: Tokenizer, dataset_dir: str | os.PathLike) ->
     except OSError as e:
         log.warning("%s: cannot note that %s uses this tokenizer (%s); nothing will stop it "
                     "from being replaced", directory, entry, e)
-
-
-def check_replaceable(directory: str | os.PathLike, overwrite: bool = False) -> None:
-    """Refuse to replace ``directory`` with a new tokenizer when it is not a tokenizer
-    directory (other files in it would be lost) or, unless ``overwrite``, when prepared
-    data still uses it (its token ids would silently change meaning)."""
-    directory = Path(directory)
-    if not directory.exists():
-        return
-    if not directory.is_dir():
-        raise TokenizerError(f"{directory}: exists and is not a directory")
-    others = sorted(
-        p.name for p in directory.iterdir()
-        if p.name not in TOKENIZER_FILES and p.name != USERS_FILE
-        and not p.name.startswith((".spm-", ".hf-", f".{MODEL_FILE}."))
-    )
-    if others:
-        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-        raise TokenizerError(
-            f"{directory}: holds files that are not a tokenizer's ({shown}); write the "
-            "tokenizer to a new or empty directory"
-        )
-    if overwrite:
-        return
-    users = datasets_using(directory)
-    if users:
-        names = ", ".join(str(u) for u in users[:3])
-        raise TokenizerError(
-            f"{directory}: prepared data uses this tokenizer ({names}: its manifest.json names "
-            "it); a new tokenizer here would change what the data's token ids mean. Write it "
-            "to another directory, or delete or re-prepare that data first"
-        )
 
 
 def copy_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> Path:
@@ -518,7 +400,7 @@ def copy_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> Path:
             raise TokenizerError(f"{directory}: the copy of {tokenizer.model_file} does not "
                                  "load as the same tokenizer")
 
-    return _swap_in(directory, fill)
+    return swap_in(directory, fill)
 
 
 def check_copy_target(tokenizer: Tokenizer, directory: str | os.PathLike) -> bool:
@@ -543,18 +425,6 @@ def _holds(directory: Path, tokenizer: Tokenizer) -> bool:
         return Tokenizer.load(directory).sha256 == tokenizer.sha256
     except TokenizerError:
         return False
-
-
-def _swap_in(directory: Path, fill) -> Path:
-    """Build ``directory`` anew with ``fill(tmp)`` in a temporary sibling, then swap it in:
-    the old directory stays whole until the new one is complete."""
-    tmp = temp_dir_beside(directory)
-    try:
-        fill(tmp)
-        return replace_dir(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 # ------------------------------------------------------------------ training
@@ -689,7 +559,7 @@ def train_tokenizer(
                         f"{counter[0]} sentences: {detail}"
                     ) from None
                 raise TokenizerError(f"SentencePiece training failed: {msg}") from None
-            model_bytes = _without_model_prefix(Path(prefix + ".model").read_bytes())
+            model_bytes = without_model_prefix(Path(prefix + ".model").read_bytes())
         write_synced(tmp / MODEL_FILE, model_bytes)
         tok = _trained(tmp / MODEL_FILE, config)
         tok._write_files(tmp, with_model=False)
@@ -698,7 +568,7 @@ def train_tokenizer(
                 "word_segmentation": segmentation.describe()}
         write_synced(tmp / "albertkit_tokenizer.json", json.dumps(meta, indent=2).encode())
 
-    _swap_in(out_dir, build)
+    swap_in(out_dir, build)
     return _trained(out_dir / MODEL_FILE, config)
 
 

@@ -320,7 +320,28 @@ class FlopCount:
 
 
 def training_flops(spec: AlbertSpec, seq_length: int, max_predictions: int) -> FlopCount:
-    """Matmul FLOPs per training sequence, by part (formulas: :mod:`albertkit.perf.memory`)."""
+    """Matmul FLOPs per training sequence, by part.
+
+    FLOP count (2 FLOPs per multiply-accumulate; only matmuls, which are >99% of the work;
+    layer norms, softmax, GELU and the optimizer are not counted, as in the MFU convention of
+    Chowdhery et al. 2022, appendix B). With T = sequence length, P = masked positions
+    (``max_predictions_per_seq``), E/H/F = embedding/hidden/FFN sizes, V = vocabulary and
+    L = num_hidden_layers x inner_group_num transformer-layer applications, per sequence:
+
+        embedding projection E->H        2 T E H
+        attention Q, K, V                L * 3 * 2 T H^2
+        attention scores  Q K^T          L * 2 T^2 H
+        attention context P V            L * 2 T^2 H
+        attention output projection      L * 2 T H^2
+        feed-forward (two matmuls)       L * 2 * 2 T H F
+        pooler + SOP classifier          2 H^2 + 2 H 2
+        MLM head (P positions only)      2 P H E + 2 P E V
+
+    and a training step costs 3x the forward (the backward computes two matmuls per forward
+    matmul: input and weight gradients). ALBERT's shared parameters do not reduce FLOPs.
+    The MLM head is counted at the P gathered positions; Hugging Face's PyTorch model computes
+    it at all T positions, extra work that is not "model FLOPs" and so not counted for either.
+    """
     if seq_length <= 0 or max_predictions <= 0:
         raise ValueError(
             f"seq_length={seq_length} and max_predictions={max_predictions} must be positive"

@@ -12,7 +12,5 @@ if len(sys.argv) == 4 and sys.argv[1] == "worker":
     raise SystemExit(worker_main(sys.argv[2], sys.argv[3]))
 if len(sys.argv) == 3 and sys.argv[1] == "rank":
     raise SystemExit(rank_main(sys.argv[2]))
-raise SystemExit(
-    "usage: python -m albertkit.perf worker FRAMEWORK SETTINGS_JSON "
-    "(internal; use `albertkit benchmark`)"
-)
+raise SystemExit("usage: python -m albertkit.perf worker FRAMEWORK SETTINGS_JSON "
+                 "(internal; use `albertkit benchmark`)")

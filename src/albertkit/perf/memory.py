@@ -12,25 +12,7 @@ A micro-batch counts examples; an example of a multiple-choice task is one encod
 per choice (a micro-batch of 8 RACE examples runs 32 sequences), so the planner sizes the
 step for ``micro_batch * sequences_per_example`` sequences (:func:`sequences_per_example`).
 
-FLOP count (2 FLOPs per multiply-accumulate; only matmuls, which are >99% of the work;
-layer norms, softmax, GELU and the optimizer are not counted, as in the MFU convention of
-Chowdhery et al. 2022, appendix B). With T = sequence length, P = masked positions
-(``max_predictions_per_seq``), E/H/F = embedding/hidden/FFN sizes, V = vocabulary and
-L = num_hidden_layers x inner_group_num transformer-layer applications, per sequence:
-
-    embedding projection E->H        2 T E H
-    attention Q, K, V                L * 3 * 2 T H^2
-    attention scores  Q K^T          L * 2 T^2 H
-    attention context P V            L * 2 T^2 H
-    attention output projection      L * 2 T H^2
-    feed-forward (two matmuls)       L * 2 * 2 T H F
-    pooler + SOP classifier          2 H^2 + 2 H 2
-    MLM head (P positions only)      2 P H E + 2 P E V
-
-and a training step costs 3x the forward (the backward computes two matmuls per forward
-matmul: input and weight gradients). ALBERT's shared parameters do not reduce FLOPs.
-The MLM head is counted at the P gathered positions; Hugging Face's PyTorch model computes
-it at all T positions, extra work that is not "model FLOPs" and so not counted for either.
+The FLOP count (what is counted, the formulas) is documented at :func:`training_flops`.
 
 The memory model (what :func:`~albertkit.models.footprint.estimate_memory` counts) is
 documented in :mod:`albertkit.models.footprint`, where the estimate lives: training refuses
@@ -137,18 +119,9 @@ def plan_batch(
         )
     per_replica = global_batch // replicas
     usable = dev.usable_bytes()
-    best = BatchPlan(
-        dev.name,
-        global_batch,
-        replicas,
-        0,
-        0,
-        estimate_memory(
-            spec, seq_length, k, precision, max_predictions, accumulation=2, remat=remat,
-            xla=compiled, device="gpu",
-        ).peak_bytes,
-        usable,
-    )
+    one = estimate_memory(spec, seq_length, k, precision, max_predictions, accumulation=2,
+                          remat=remat, xla=compiled, device="gpu").peak_bytes
+    best = BatchPlan(dev.name, global_batch, replicas, 0, 0, one, usable)
     for micro in sorted(d for d in range(1, per_replica + 1) if per_replica % d == 0):
         accum = per_replica // micro
         peak = estimate_memory(
@@ -173,27 +146,19 @@ def plan_table(
     remat: RematMode | bool = "selective",
 ) -> list[BatchPlan]:
     """:func:`plan_batch` on each device, for a job of ``replicas`` such devices."""
-    return [
-        plan_batch(spec, seq_length, precision, d, global_batch, replicas, max_predictions, remat)
-        for d in devices
-    ]
+    return [plan_batch(spec, seq_length, precision, d, global_batch, replicas, max_predictions,
+                       remat) for d in devices]
 
 
 def format_plan_table(plans: list[BatchPlan]) -> str:
     """A Markdown table of plans (used by the benchmark CLI and docs/memory.md)."""
-    lines = [
-        "| device | usable GiB | micro-batch | accumulation | predicted peak GiB |",
-        "|---|---:|---:|---:|---:|",
-    ]
+    lines = ["| device | usable GiB | micro-batch | accumulation | predicted peak GiB |",
+             "|---|---:|---:|---:|---:|"]
     for p in plans:
         if p.fits:
-            lines.append(
-                f"| {p.device} | {p.usable_bytes / GiB:.1f} | {p.micro_batch} | "
-                f"{p.accumulation} | {p.predicted_peak_bytes / GiB:.2f} |"
-            )
+            lines.append(f"| {p.device} | {p.usable_bytes / GiB:.1f} | {p.micro_batch} | "
+                         f"{p.accumulation} | {p.predicted_peak_bytes / GiB:.2f} |")
         else:
-            lines.append(
-                f"| {p.device} | {p.usable_bytes / GiB:.1f} | does not fit | - | "
-                f"{p.predicted_peak_bytes / GiB:.2f} (batch 1) |"
-            )
+            lines.append(f"| {p.device} | {p.usable_bytes / GiB:.1f} | does not fit | - | "
+                         f"{p.predicted_peak_bytes / GiB:.2f} (batch 1) |")
     return "\n".join(lines)

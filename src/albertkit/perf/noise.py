@@ -81,12 +81,8 @@ class LoadMonitor:
         (0.5, 1.0, 0.5)
     """
 
-    def __init__(
-        self,
-        interval: float = 0.5,
-        load_average: LoadAverage = load_average_1min,
-        runnable: RunnableOthers = runnable_others,
-    ) -> None:
+    def __init__(self, interval: float = 0.5, load_average: LoadAverage = load_average_1min,
+                 runnable: RunnableOthers = runnable_others) -> None:
         self.interval = interval
         self._load_average = load_average
         self._runnable = runnable
@@ -142,15 +138,10 @@ def round_spread_pct(rates: list[float]) -> float:
     return 100.0 * (max(rates) - min(rates)) / statistics.median(rates)
 
 
-def assess_noise(
-    load_before: float | None,
-    load_during: float | None,
-    cpus: int,
-    round_rates: Mapping[str, list[float]],
-    load_per_cpu: float = 0.25,
-    spread_pct: float = 10.0,
-    probe_rates: Mapping[str, list[float]] | None = None,
-) -> tuple[bool, list[str]]:
+def assess_noise(load_before: float | None, load_during: float | None, cpus: int,
+                 round_rates: Mapping[str, list[float]], load_per_cpu: float = 0.25,
+                 spread_pct: float = 10.0, probe_rates: Mapping[str, list[float]] | None = None,
+                 ) -> tuple[bool, list[str]]:
     """Whether a result is noisy, and why (module docstring: the three rules).
 
     ``round_rates`` maps each framework to its per-round sequences/s; ``probe_rates``
@@ -165,27 +156,20 @@ def assess_noise(
     limit = load_per_cpu * cpus
     reasons = []
     if load_before is not None and load_before > limit:
-        reasons.append(
-            f"1-minute load average {load_before:.2f} before the run > {load_per_cpu:g} x "
-            f"{cpus} CPUs"
-        )
+        reasons.append(f"1-minute load average {load_before:.2f} before the run > "
+                       f"{load_per_cpu:g} x {cpus} CPUs")
     if load_during is not None and load_during > limit:
-        reasons.append(
-            f"other processes kept {load_during:.2f} threads runnable on average during the "
-            f"timed rounds > {load_per_cpu:g} x {cpus} CPUs"
-        )
+        reasons.append(f"other processes kept {load_during:.2f} threads runnable on average "
+                       f"during the timed rounds > {load_per_cpu:g} x {cpus} CPUs")
     for framework, rates in round_rates.items():
         spread = round_spread_pct(rates)
         if spread > spread_pct:
-            reason = (
-                f"{framework}: rounds disagree by {spread:.1f}% (per-round seq/s "
-                f"{min(rates):.2f}-{max(rates):.2f}) > {spread_pct:g}%"
-            )
+            reason = (f"{framework}: rounds disagree by {spread:.1f}% (per-round seq/s "
+                      f"{min(rates):.2f}-{max(rates):.2f}) > {spread_pct:g}%")
             probes = (probe_rates or {}).get(framework, [])
             if len(probes) == len(rates) and len(probes) > 1:
-                reason += (
-                    f"; its matmul probe moved by {round_spread_pct(probes):.1f}% over the "
-                    f"same rounds ({min(probes) / 1e9:.0f}-{max(probes) / 1e9:.0f} GFLOP/s)"
-                )
+                reason += (f"; its matmul probe moved by {round_spread_pct(probes):.1f}% over "
+                           f"the same rounds ({min(probes) / 1e9:.0f}-{max(probes) / 1e9:.0f} "
+                           "GFLOP/s)")
             reasons.append(reason)
     return bool(reasons), reasons

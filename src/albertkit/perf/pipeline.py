@@ -30,34 +30,17 @@ def measure_pipeline(settings: BenchmarkSettings) -> dict[str, Any]:
         return {"pipeline_source": f"unavailable ({e})"}
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="albertkit-bench-") as tmp:
-        files = write_pretraining_records(
-            Path(tmp),
-            s,
-            max(4096, 8 * s.sequences_per_step),
-            np.random.default_rng(s.seed),
-        )
+        files = write_pretraining_records(Path(tmp), s, max(4096, 8 * s.sequences_per_step),
+                                          np.random.default_rng(s.seed))
         static = pd.build_pretraining_dataset(
-            files,
-            seq_length=s.seq_length,
-            max_predictions_per_seq=s.predictions,
-            batch_size=s.micro_batch,
-            masking="static",
-            shuffle_buffer=1000,
-            seed=s.seed,
-            deterministic=True,
-            repeat=True,
-            training=True,
-        )
+            files, seq_length=s.seq_length, max_predictions_per_seq=s.predictions,
+            batch_size=s.micro_batch, masking="static", shuffle_buffer=1000, seed=s.seed,
+            deterministic=True, repeat=True, training=True)
         out["pipeline_tfrecord_sequences_per_s"] = _pipeline_rate(static, s)
     dynamic = pd.build_synthetic_dataset(
-        vocab_size=s.spec.vocab_size,
-        seq_length=s.seq_length,
-        max_predictions_per_seq=s.predictions,
-        batch_size=s.micro_batch,
-        num_examples=64 * s.micro_batch,
-        seed=s.seed,
-        repeat=True,
-    )
+        vocab_size=s.spec.vocab_size, seq_length=s.seq_length,
+        max_predictions_per_seq=s.predictions, batch_size=s.micro_batch,
+        num_examples=64 * s.micro_batch, seed=s.seed, repeat=True)
     out["pipeline_synthetic_sequences_per_s"] = _pipeline_rate(dynamic, s)
     out["pipeline_source"] = "tfrecord (static masking)"
     out["pipeline_sequences_per_s"] = out["pipeline_tfrecord_sequences_per_s"]
@@ -91,17 +74,15 @@ def write_pretraining_records(folder: Path, s: BenchmarkSettings, n: int, rng) -
     positions = np.sort(
         np.stack([rng.choice(np.arange(1, t), p, replace=False) for _ in range(n)]), axis=1
     )
-    records = encode_examples(
-        {
-            "input_ids": rng.integers(5, vocab, (n, t)),
-            "input_mask": np.ones((n, t), np.int64),
-            "segment_ids": np.broadcast_to(np.arange(t) >= t // 2, (n, t)).astype(np.int64),
-            "masked_lm_positions": positions,
-            "masked_lm_ids": rng.integers(5, vocab, (n, p)),
-            "masked_lm_weights": np.ones((n, p), np.float32),
-            "next_sentence_labels": rng.integers(0, 2, (n, 1)),
-        }
-    )
+    records = encode_examples({
+        "input_ids": rng.integers(5, vocab, (n, t)),
+        "input_mask": np.ones((n, t), np.int64),
+        "segment_ids": np.broadcast_to(np.arange(t) >= t // 2, (n, t)).astype(np.int64),
+        "masked_lm_positions": positions,
+        "masked_lm_ids": rng.integers(5, vocab, (n, p)),
+        "masked_lm_weights": np.ones((n, p), np.float32),
+        "next_sentence_labels": rng.integers(0, 2, (n, 1)),
+    })
     files = [folder / f"part-{i}.tfrecord" for i in range(SHARDS)]
     for i, path in enumerate(files):
         with RecordWriter(path) as writer:

@@ -139,14 +139,9 @@ class WorkerProcess:
         env = worker_env(settings.tensor_stats and framework == "albertkit")
         self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in close()
         command = command or [sys.executable, "-m", "albertkit.perf", "worker"]
-        self.proc = subprocess.Popen(
-            [*command, framework, settings.model_dump_json()],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            text=True,
-            env=env,
-        )
+        self.proc = subprocess.Popen([*command, framework, settings.model_dump_json()],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, text=True, env=env)
 
     def call(self, cmd: str, **kw: Any) -> dict[str, Any]:
         assert self.proc.stdin and self.proc.stdout
@@ -177,9 +172,8 @@ class WorkerProcess:
         self.stderr.close()
 
 
-def _interleaved(
-    settings: BenchmarkSettings, frameworks: list[str], progress: bool, monitor: LoadMonitor
-) -> tuple[dict[str, dict[str, Any]], dict[str, list[Round]]]:
+def _interleaved(settings: BenchmarkSettings, frameworks: list[str], progress: bool,
+                 monitor: LoadMonitor) -> tuple[dict[str, dict[str, Any]], dict[str, list[Round]]]:
     """Set up one worker per framework, then alternate timed rounds between them; ``monitor``
     samples the load of other processes during the rounds."""
     from tqdm.auto import tqdm
@@ -191,12 +185,8 @@ def _interleaved(
     rounds: dict[str, list[Round]] = {f: [] for f in frameworks}
     pipeline = settings.pipeline
     try:
-        bar = tqdm(
-            total=len(frameworks) * (settings.rounds + 1) + int(pipeline),
-            desc="benchmark",
-            disable=not progress,
-            unit="phase",
-        )
+        bar = tqdm(total=len(frameworks) * (settings.rounds + 1) + int(pipeline),
+                   desc="benchmark", disable=not progress, unit="phase")
         with bar:
             for f, w in workers.items():  # one at a time: compilation is CPU-heavy
                 bar.set_postfix_str(f"{f}: build + warm-up")
@@ -225,9 +215,8 @@ def _interleaved(
     return info, rounds
 
 
-def measure(
-    settings: BenchmarkSettings, progress: bool = True, monitor: LoadMonitor | None = None
-) -> BenchmarkResult:
+def measure(settings: BenchmarkSettings, progress: bool = True,
+            monitor: LoadMonitor | None = None) -> BenchmarkResult:
     """Run the benchmark described by ``settings``.
 
     ``monitor`` takes the load readings (:mod:`albertkit.perf.noise`); by default a
@@ -239,22 +228,14 @@ def measure(
     flops = training_flops(spec, settings.seq_length, settings.predictions)
     per_step = settings.sequences_per_step
     info, rounds = _interleaved(settings, frameworks, progress, monitor)
-    results = {
-        f: FrameworkResult.from_rounds(info[f], rounds[f], per_step, flops.training)
-        for f in frameworks
-    }
+    results = {f: FrameworkResult.from_rounds(info[f], rounds[f], per_step, flops.training)
+               for f in frameworks}
     ak = results["albertkit"]
     planned = estimate_memory(
-        spec,
-        settings.seq_length,
-        settings.micro_batch,
-        settings.precision,
-        settings.predictions,
-        settings.accumulation,
-        remat=settings.remat,
+        spec, settings.seq_length, settings.micro_batch, settings.precision,
+        settings.predictions, settings.accumulation, remat=settings.remat,
         xla=ak.xla_plan.compute if ak.xla_plan is not None else settings.xla is True,
-        device="gpu" if ak.device == "GPU" else "cpu",
-    )
+        device="gpu" if ak.device == "GPU" else "cpu")
     measured = ak.tensor_peak_bytes
     ratios = None
     if "hf-pytorch" in results:
@@ -271,44 +252,28 @@ def measure(
     cpus = os.cpu_count() or 1
     rates = {f: r.sequences_per_s_rounds for f, r in results.items()}
     probes = {f: r.matmul_flops_per_s_rounds for f, r in results.items()}
-    noisy, reasons = assess_noise(
-        monitor.before,
-        monitor.during,
-        cpus,
-        rates,
-        settings.noisy_load_per_cpu,
-        settings.noisy_spread_pct,
-        probe_rates=probes,
-    )
+    noisy, reasons = assess_noise(monitor.before, monitor.during, cpus, rates,
+                                  settings.noisy_load_per_cpu, settings.noisy_spread_pct,
+                                  probe_rates=probes)
     bf16_flags = cpu_bfloat16_flags()
     return BenchmarkResult(
         settings=settings,
         spec=spec,
-        machine=Machine(
-            platform=platform.platform(),
-            python=platform.python_version(),
-            cpus=cpus,
-            load_avg=list(os.getloadavg()),
-            cpu_bfloat16_flags=None if bf16_flags is None else list(bf16_flags),
-        ),
+        machine=Machine(platform=platform.platform(), python=platform.python_version(),
+                        cpus=cpus, load_avg=list(os.getloadavg()),
+                        cpu_bfloat16_flags=None if bf16_flags is None else list(bf16_flags)),
         model_flops_per_sequence=flops.training,
         model_flops_parts_forward=flops.parts,
         results=results,
         planner=PlannerCheck(
-            predicted_bytes=planned.peak_bytes,
-            measured_tensor_peak_bytes=measured,
+            predicted_bytes=planned.peak_bytes, measured_tensor_peak_bytes=measured,
             predicted_over_measured=planned.peak_bytes / measured if measured else None,
-            estimate=planned.as_dict(),
-        ),
-        pipeline_over_step=(
-            ak.pipeline_sequences_per_s / ak.sequences_per_s
-            if ak.pipeline_sequences_per_s is not None
-            else None
-        ),
+            estimate=planned.as_dict()),
+        pipeline_over_step=(ak.pipeline_sequences_per_s / ak.sequences_per_s
+                            if ak.pipeline_sequences_per_s is not None else None),
         ratios_vs_hf=ratios,
-        data_parallel={
-            str(n): measure_data_parallel(settings, n, ak.sequences_per_s) for n in multi
-        },
+        data_parallel={str(n): measure_data_parallel(settings, n, ak.sequences_per_s)
+                       for n in multi},
         load_before=monitor.before,
         load_during=monitor.during,
         load_after=monitor.after,
@@ -319,12 +284,9 @@ def measure(
     )
 
 
-def measure_data_parallel(
-    settings: BenchmarkSettings,
-    processes: int,
-    one_process_sequences_per_s: float,
-    timeout: float = 3600.0,
-) -> DataParallelResult:
+def measure_data_parallel(settings: BenchmarkSettings, processes: int,
+                          one_process_sequences_per_s: float, timeout: float = 3600.0
+                          ) -> DataParallelResult:
     """albertkit's step as ``processes`` local tf_multiworker processes (the CLI's --nproc).
 
     Every process runs ``warmup`` + ``rounds x steps`` steps of micro-batch x accumulation
@@ -336,14 +298,9 @@ def measure_data_parallel(
     from albertkit.distributed.launch import launch_local
 
     out = io.StringIO()
-    code = launch_local(
-        [sys.executable, "-m", "albertkit.perf", "rank", settings.model_dump_json()],
-        processes,
-        "tf_multiworker",
-        env=worker_env(settings.tensor_stats),
-        timeout=timeout,
-        output=out,
-    )
+    code = launch_local([sys.executable, "-m", "albertkit.perf", "rank",
+                         settings.model_dump_json()], processes, "tf_multiworker",
+                        env=worker_env(settings.tensor_stats), timeout=timeout, output=out)
     lines = [line.split(MARKER, 1)[1] for line in out.getvalue().splitlines() if MARKER in line]
     if code != 0 or not lines:
         tail = "\n".join(out.getvalue().splitlines()[-15:])
@@ -356,8 +313,5 @@ def measure_data_parallel(
     rounds = [Round.model_validate(r) for r in reply["rounds"]]
     fields = FrameworkResult.statistics_fields(reply["info"], rounds, per_step, flops)
     return DataParallelResult(
-        **fields,
-        processes=processes,
-        scaling_efficiency=fields["sequences_per_s"]
-        / (processes * one_process_sequences_per_s),
-    )
+        **fields, processes=processes,
+        scaling_efficiency=fields["sequences_per_s"] / (processes * one_process_sequences_per_s))

@@ -23,12 +23,8 @@ def random_batch(settings: BenchmarkSettings, rng) -> dict[str, Any]:
     """One optimizer step of pretraining inputs, ``[accumulation, micro_batch, ...]``."""
     import numpy as np
 
-    a, b, t, p = (
-        settings.accumulation,
-        settings.micro_batch,
-        settings.seq_length,
-        settings.predictions,
-    )
+    s = settings
+    a, b, t, p = s.accumulation, s.micro_batch, s.seq_length, s.predictions
     vocab = settings.spec.vocab_size
     positions = np.sort(
         np.stack([rng.choice(np.arange(1, t), p, replace=False) for _ in range(a * b)]), axis=1
@@ -36,10 +32,8 @@ def random_batch(settings: BenchmarkSettings, rng) -> dict[str, Any]:
     return {
         "input_ids": rng.integers(5, vocab, (a, b, t)).astype(np.int32),
         "input_mask": np.ones((a, b, t), np.int32),
-        "segment_ids": (np.arange(t)[None, None, :] >= t // 2)
-        .astype(np.int32)
-        .repeat(a, 0)
-        .repeat(b, 1),
+        "segment_ids": (np.arange(t)[None, None, :] >= t // 2).astype(np.int32)
+        .repeat(a, 0).repeat(b, 1),
         "masked_lm_positions": positions.astype(np.int32),
         "masked_lm_ids": rng.integers(5, vocab, (a, b, p)).astype(np.int32),
         "masked_lm_weights": np.ones((a, b, p), np.float32),
@@ -54,29 +48,29 @@ def trainer_config(settings: BenchmarkSettings, replicas: int = 1) -> TrainerCon
     from albertkit.config import TrainerConfig
 
     s = settings
-    return TrainerConfig.from_dict(
-        {
-            "model": {"size": s.size, **s.spec.model_dump()},
-            "data": {
-                "kind": "synthetic",
-                "seq_length": s.seq_length,
-                "max_predictions_per_seq": s.predictions,
-            },
-            "optimizer": {"kind": s.optimizer},
-            "runtime": {
-                "precision": s.precision,
-                "xla": s.xla,
-                "remat": s.remat,
-                "seed": s.seed,
-                "micro_batch_size": s.micro_batch,
-                "global_batch_size": s.sequences_per_step * replicas,
-                "max_steps": 1_000_000,
-                "sifting": None if s.sifting_beta is None
-                else {"beta": s.sifting_beta, "warmup_steps": 0},
-            },
+    return TrainerConfig.from_dict({
+        "model": {"size": s.size, **s.spec.model_dump()},
+        "data": {"kind": "synthetic", "seq_length": s.seq_length,
+                 "max_predictions_per_seq": s.predictions},
+        "optimizer": {"kind": s.optimizer},
+        "runtime": {
+            "precision": s.precision, "xla": s.xla, "remat": s.remat, "seed": s.seed,
+            "micro_batch_size": s.micro_batch,
+            "global_batch_size": s.sequences_per_step * replicas,
+            "max_steps": 1_000_000,
+            "sifting": None if s.sifting_beta is None
+            else {"beta": s.sifting_beta, "warmup_steps": 0},
         },
-        source="benchmark",
-    )
+    }, source="benchmark")
+
+
+def _timed_steps(memory: PeakMemory, run_step, n: int) -> dict[str, Any]:
+    """Seconds of each of ``n`` steps, the process's CPU seconds and its peak memory."""
+    memory.reset()
+    cpu0 = time.process_time()
+    times = timed(run_step, n)
+    return {"times": times, "cpu_s": time.process_time() - cpu0,
+            "peak_bytes": int(memory.peak())}
 
 
 class AlbertkitWorker:
@@ -122,10 +116,8 @@ class AlbertkitWorker:
             "baseline_rss": baseline,
             "build_s": build_s,
             "first_step_s": warm[0],
-            "threads": {
-                "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
-                "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
-            },
+            "threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                        "inter_op": tf.config.threading.get_inter_op_parallelism_threads()},
             "device": "GPU" if self.gpu else "CPU",
             "memory_method": self.memory.method,
             "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
@@ -150,15 +142,10 @@ class AlbertkitWorker:
             counted = True
         except ValueError:  # "Cannot reset memory stats": this allocator does not count
             counted = False
-        self.memory.reset()
-        cpu0 = time.process_time()
-        times = timed(self._run_step, n)
-        cpu = time.process_time() - cpu0
+        timing = _timed_steps(self.memory, self._run_step, n)
         tensors = tf.config.experimental.get_memory_info(device) if counted else {}
         return {
-            "times": times,
-            "cpu_s": cpu,
-            "peak_bytes": int(self.memory.peak()),
+            **timing,
             "tensor_peak_bytes": int(tensors["peak"]) if counted else None,
             "tensor_current_bytes": int(tensors["current"]) if counted else None,
             **matmul,
@@ -169,11 +156,8 @@ class AlbertkitWorker:
 
         if not hasattr(self, "_matmul"):
             n = 2048 if not self.gpu else 8192
-            dtype = (
-                tf.float32
-                if self.s.precision == "float32"
-                else (tf.bfloat16 if self.s.precision == "mixed_bfloat16" else tf.float16)
-            )
+            dtype = {"float32": tf.float32, "mixed_bfloat16": tf.bfloat16}.get(self.s.precision,
+                                                                               tf.float16)
             a = tf.cast(tf.random.normal((n, n), dtype=tf.float32), dtype)
             # On the step's compile path: XLA's CPU matmul and the graph executor's are
             # different libraries (on an AVX2 AMD EPYC 156-174 against 128-136 GFLOP/s at
@@ -226,29 +210,21 @@ class HFWorker:
         batch = random_batch(s, np.random.default_rng(s.seed))
         a, b, t = s.accumulation, s.micro_batch, s.seq_length
         labels = np.full((a, b, t), -100, np.int64)
-        np.put_along_axis(
-            labels,
-            batch["masked_lm_positions"].astype(np.int64),
-            batch["masked_lm_ids"].astype(np.int64),
-            axis=2,
-        )
+        np.put_along_axis(labels, batch["masked_lm_positions"].astype(np.int64),
+                          batch["masked_lm_ids"].astype(np.int64), axis=2)
         self.micro = [
             {
                 "input_ids": torch.tensor(batch["input_ids"][i], dtype=torch.long),
                 "attention_mask": torch.tensor(batch["input_mask"][i], dtype=torch.long),
                 "token_type_ids": torch.tensor(batch["segment_ids"][i], dtype=torch.long),
                 "labels": torch.tensor(labels[i]),
-                "sentence_order_label": torch.tensor(
-                    batch["next_sentence_labels"][i], dtype=torch.long
-                ),
+                "sentence_order_label": torch.tensor(batch["next_sentence_labels"][i],
+                                                     dtype=torch.long),
             }
             for i in range(a)
         ]
-        self.autocast = (
-            torch.autocast("cpu", dtype=torch.bfloat16)
-            if s.precision == "mixed_bfloat16"
-            else contextlib.nullcontext()
-        )
+        self.autocast = (torch.autocast("cpu", dtype=torch.bfloat16)
+                         if s.precision == "mixed_bfloat16" else contextlib.nullcontext())
         build_s = time.perf_counter() - t0
         warm = timed(self._run_step, s.warmup)
         return {
@@ -257,10 +233,8 @@ class HFWorker:
             "baseline_rss": baseline,
             "build_s": build_s,
             "first_step_s": warm[0],
-            "threads": {
-                "intra_op": torch.get_num_threads(),
-                "inter_op": torch.get_num_interop_threads(),
-            },
+            "threads": {"intra_op": torch.get_num_threads(),
+                        "inter_op": torch.get_num_interop_threads()},
             "attention": self.model.config._attn_implementation,
             "device": "CPU",
             "memory_method": self.memory.method,
@@ -280,11 +254,7 @@ class HFWorker:
 
     def steps(self, n: int) -> dict[str, Any]:
         matmul = self.matmul()
-        self.memory.reset()
-        cpu0 = time.process_time()
-        times = timed(self._run_step, n)
-        cpu = time.process_time() - cpu0
-        return {"times": times, "cpu_s": cpu, "peak_bytes": int(self.memory.peak()), **matmul}
+        return {**_timed_steps(self.memory, self._run_step, n), **matmul}
 
     def matmul(self) -> dict[str, Any]:
         import torch
