@@ -14,26 +14,24 @@ from albertkit.optimizers.lamb import Lamb
 from albertkit.optimizers.schedules import WarmupPolynomialDecay
 
 
+def _adam_family(config: Any, total_steps: int) -> dict[str, Any]:
+    # what LAMB and AdamW share: the schedule, the moment settings and the decay exclusions
+    return {
+        "learning_rate": WarmupPolynomialDecay.from_config_section(config, total_steps),
+        "beta_1": config.beta_1,
+        "beta_2": config.beta_2,
+        "epsilon": config.epsilon,
+        "weight_decay_rate": config.weight_decay,
+        "exclude_from_weight_decay": config.exclude_from_weight_decay,
+    }
+
+
 def lamb(config: Any, total_steps: int) -> Lamb:
     """LAMB from a ``LambConfig``, its schedule ending at ``total_steps``."""
-    return Lamb(
-        learning_rate=WarmupPolynomialDecay.from_config_section(config, total_steps),
-        beta_1=config.beta_1,
-        beta_2=config.beta_2,
-        epsilon=config.epsilon,
-        weight_decay_rate=config.weight_decay,
-        exclude_from_weight_decay=config.exclude_from_weight_decay,
-        exclude_from_layer_adaptation=config.exclude_from_layer_adaptation,
-    )
+    return Lamb(**_adam_family(config, total_steps),
+                exclude_from_layer_adaptation=config.exclude_from_layer_adaptation)
 
 
 def adamw(config: Any, total_steps: int) -> AdamW:
     """AdamW from an ``AdamWConfig``, its schedule ending at ``total_steps``."""
-    return AdamW(
-        learning_rate=WarmupPolynomialDecay.from_config_section(config, total_steps),
-        beta_1=config.beta_1,
-        beta_2=config.beta_2,
-        epsilon=config.epsilon,
-        weight_decay_rate=config.weight_decay,
-        exclude_from_weight_decay=config.exclude_from_weight_decay,
-    )
+    return AdamW(**_adam_family(config, total_steps))
